@@ -1,0 +1,1 @@
+"""streaming_app."""
