@@ -1,0 +1,68 @@
+"""One root error for ivmstream, with stable codes that tests, logs and the quarantine use.
+
+Bad *data* never raises: it becomes a quarantine row carrying one of the ``DATA_*`` codes.
+Bad *config, SQL or CLI input* raises an ``IvmError`` subclass whose message names what was
+wrong and where. A broken internal invariant raises ``InvariantError`` and stops the query.
+"""
+
+from __future__ import annotations
+
+
+class IvmError(Exception):
+    """Root of every error ivmstream raises on purpose; ``code`` is stable across versions."""
+
+    code = "IVM000"
+
+    def __init__(self, message: str, *, code: str | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {super().__str__()}"
+
+
+class ConfigError(IvmError):
+    """The TOML config or a CLI flag is invalid."""
+
+    code = "IVM100"
+
+
+class SqlError(IvmError):
+    """A registered query uses SQL that the sketch engine does not support or cannot parse."""
+
+    code = "IVM200"
+
+
+class UnsupportedSqlError(SqlError):
+    """A construct outside the supported fragment (outer join, window function, ...)."""
+
+    code = "IVM201"
+
+
+class UnsafeSketchError(IvmError):
+    """A sketch was requested on an attribute the safety check cannot prove safe."""
+
+    code = "IVM300"
+
+
+class StateError(IvmError):
+    """Operator state could not be restored (unknown encoding version, corrupt snapshot)."""
+
+    code = "IVM400"
+
+
+class InvariantError(IvmError):
+    """An internal invariant broke; the streaming query must stop rather than go on wrong."""
+
+    code = "IVM900"
+
+
+# Codes for quarantine rows (bad data: the job goes on).
+DATA_INVALID_JSON = "DATA_INVALID_JSON"
+DATA_UNKNOWN_OP = "DATA_UNKNOWN_OP"
+DATA_WRONG_TYPE = "DATA_WRONG_TYPE"
+DATA_UNKNOWN_TABLE = "DATA_UNKNOWN_TABLE"
+DATA_MISSING_KEY = "DATA_MISSING_KEY"
+DATA_MISSING_IMAGE = "DATA_MISSING_IMAGE"
+DATA_BAD_EDGE = "DATA_BAD_EDGE"
