@@ -1,0 +1,437 @@
+"""IVM^ε state and single-tuple update procedure for the triangle count (Kara et al., ICDT 2019).
+
+Incremental rule: a single-tuple update δK_i = {(x, y) ↦ m} changes the count by
+m · Σ_z K_j(y, z) · K_k(z, x) (j, k the next relations in the cycle R→S→T→R).  That sum is
+split by the heavy/light status of y in K_j and of z in K_k into the paper's four skew-aware
+delta terms (Figure 3): heavy-heavy and light-* are dot products of two index rows, always
+iterating the shorter row (a C-level dict-keys intersection), and heavy-light is one lookup
+in the materialised view V_j.  Then exactly one view is patched (V_i when x is heavy in K_i,
+V_k when it is light) and the tuple is written.  In the self-join form (one relation, graph
+modes) every relation is the same object, there is one view V(a, c) = Σ_b R_h(a,b)·R_l(b,c),
+the delta gets the factor 3 and, for a self-loop (x, x), the terms 3m²R(x,x) + m³
+(Appendix B, Figure 5 with the typo of line 13 fixed: the factor is R_h(a, α)).
+
+State kept (per relation i, partitioned on its first attribute with threshold θ = N^ε):
+``rows[i][x] = {y: m}`` (forward index, whole row; the row is in the heavy part iff
+``x in heavy[i]`` so the domain-partition condition holds by construction), ``rev_h[i][y]`` /
+``rev_l[i][y] = {x: m}`` (reverse index split by the status of x), ``views[i][x][z]`` =
+Σ_y K_i,h(x, y) · K_j,l(y, z), the count ``q`` (Q of the paper), ``size`` = |D| (support size)
+and the threshold base ``n`` with ⌊N/4⌋ ≤ |D| < N.
+
+Deletions are negative multiplicities through the same path; an entry whose multiplicity
+reaches 0 is removed from every index and view, so degrees and |D| count the support.
+Rebalancing follows Figure 4: a major one (|D| reaches N: N := 2N; |D| < ⌊N/4⌋:
+N := ⌊N/2⌋ − 1) strictly repartitions and recomputes the views without touching Q; a minor
+one moves one value x between parts when its degree leaves [½N^ε, 3/2·N^ε).  The minor move
+patches the two views that depend on x's part and skips the paper's Q deltas of the moved
+tuples because they cancel exactly (Q depends only on K = K_h + K_l).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from operators.errors import ConfigError
+
+
+def _smallest_root(num: int, k: int) -> int:
+    """Smallest integer d ≥ 0 with k·d² ≥ num (exact integer arithmetic)."""
+    if num <= 0:
+        return 0
+    d = math.isqrt(num // k)
+    while k * d * d < num:
+        d += 1
+    while d > 0 and k * (d - 1) * (d - 1) >= num:
+        d -= 1
+    return d
+
+
+def thresholds(n: int, epsilon: float) -> tuple[int, int, int]:
+    """Integer degree thresholds for θ = N^ε: (strict heavy ≥, light→heavy ≥, heavy→light <).
+
+    Degrees are integers, so deg ≥ t ⟺ deg ≥ ⌈t⌉ and deg < t ⟺ deg < ⌈t⌉ for any real t.
+    ε = ½ is computed exactly (deg² ≥ N, 4deg² ≥ 9N, 4deg² < N); other ε use floats.
+    """
+    if epsilon == 0.5:
+        return _smallest_root(n, 1), _smallest_root(9 * n, 4), _smallest_root(n, 4)
+    theta = float(n) ** epsilon
+    return math.ceil(theta), math.ceil(1.5 * theta), math.ceil(0.5 * theta)
+
+
+def _dot(a: dict, b: dict) -> int:
+    """Σ_k a[k]·b[k], iterating the shorter of the two rows (the intersection does)."""
+    return sum([a[k] * b[k] for k in a.keys() & b.keys()])
+
+
+def _add(d: dict, key, delta: int) -> None:
+    """d[key] += delta, removing the entry when it reaches 0."""
+    v = d.get(key, 0) + delta
+    if v:
+        d[key] = v
+    else:
+        del d[key]
+
+
+class IvmEpsState:
+    """Partitions, indexes, views and counters of IVM^ε; ``nrel`` is 1 (self-join) or 3."""
+
+    def __init__(self, epsilon: float, nrel: int, unit: bool = False):
+        if not (0.0 <= float(epsilon) <= 1.0) or isinstance(epsilon, bool):
+            raise ConfigError(f"triangles: epsilon must be in [0, 1], got {epsilon!r}")
+        if nrel not in (1, 3):
+            raise ConfigError(f"triangles: nrel must be 1 or 3, got {nrel!r}")
+        self.epsilon = float(epsilon)
+        self.nrel = nrel
+        # unit=True promises every multiplicity is exactly 1 (graph modes): dot products
+        # become intersection sizes.
+        self.unit = unit
+        self.rows: list[dict] = [{} for _ in range(nrel)]
+        self.heavy: list[set] = [set() for _ in range(nrel)]
+        self.rev_h: list[dict] = [{} for _ in range(nrel)]
+        self.rev_l: list[dict] = [{} for _ in range(nrel)]
+        self.views: list[dict] = [{} for _ in range(nrel)]
+        self.q = 0
+        self.size = 0
+        self.n = 1
+        self.major = 0
+        self.minor = 0
+        self.moved = 0
+        self.set_n(1)
+
+    # ---- thresholds -------------------------------------------------------------------
+    def set_n(self, n: int) -> None:
+        self.n = n
+        self.h_strict, self.h_up, self.h_down = thresholds(n, self.epsilon)
+
+    # ---- single-tuple update, self-join form (Figure 5) --------------------------------
+    def update_self(self, x: int, y: int, m: int) -> None:
+        """OnUpdate for the one-relation (self-join) form: δR = {(x, y) ↦ m}."""
+        rows = self.rows[0]
+        heavy = self.heavy[0]
+        rev_h = self.rev_h[0]
+        rev_l = self.rev_l[0]
+        view = self.views[0]
+        unit = self.unit
+        ry = rows.get(y)
+        hx = rev_h.get(x)
+        s = 0
+        y_heavy = y in heavy
+        if ry:
+            if y_heavy:
+                if hx:  # line 3: heavy y, heavy z
+                    s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
+                vy = view.get(y)
+                if vy:  # line 4: heavy y, light z via V(y, x)
+                    s += vy.get(x, 0)
+            else:
+                if hx:  # line 5: light y, heavy z
+                    s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
+                lx = rev_l.get(x)
+                if lx:  # line 6: light y, light z
+                    s += len(ry.keys() & lx.keys()) if unit else _dot(ry, lx)
+        rx = rows.get(x)
+        dq = 3 * m * s
+        if x == y:  # lines 7-9: only a self-loop binds all three variables
+            dq += 3 * m * m * (rx.get(x, 0) if rx else 0) + m * m * m
+        self.q += dq
+        if rx is None:
+            rx = rows[x] = {}
+            if self.epsilon == 0.0:  # paper: ε = 0 routes every tuple to the heavy part
+                heavy.add(x)
+        x_heavy = x in heavy
+        if x_heavy:
+            if ry and not y_heavy:  # line 11: V(x, c) += m·R_l(y, c)
+                vx = view.get(x)
+                if vx is None:
+                    vx = view[x] = {}
+                for c, w in ry.items():
+                    v = vx.get(c, 0) + m * w
+                    if v:
+                        vx[c] = v
+                    else:
+                        del vx[c]
+                if not vx:
+                    del view[x]
+            rev = rev_h
+        else:
+            if hx:  # line 13 (fixed): V(a, y) += R_h(a, x)·m
+                for a, w in hx.items():
+                    va = view.get(a)
+                    if va is None:
+                        va = view[a] = {}
+                    v = va.get(y, 0) + w * m
+                    if v:
+                        va[y] = v
+                    else:
+                        del va[y]
+                        if not va:
+                            del view[a]
+            rev = rev_l
+        self._write(0, rows, rev, rx, x, y, m, x_heavy)
+
+    # ---- single-tuple update, three-relation form (Figure 3) ---------------------------
+    def update_three(self, i: int, x: int, y: int, m: int) -> None:
+        """OnUpdate for δK_i = {(x, y) ↦ m}, K_0 = R(A,B), K_1 = S(B,C), K_2 = T(C,A)."""
+        j = (i + 1) % 3
+        k = (i + 2) % 3
+        rows = self.rows[i]
+        ny = self.rows[j].get(y)  # K_j(y, ·)
+        hx = self.rev_h[k].get(x)  # {z heavy in K_k: K_k(z, x)}
+        s = 0
+        y_heavy = y in self.heavy[j]
+        if ny:
+            if hx:  # δQ_{r h h} / δQ_{r l h}
+                s = _dot(ny, hx)
+            if y_heavy:
+                vy = self.views[j].get(y)
+                if vy:  # δQ_{r h l} = m · V_j(y, x)
+                    s += vy.get(x, 0)
+            else:
+                lx = self.rev_l[k].get(x)
+                if lx:  # δQ_{r l l}
+                    s += _dot(ny, lx)
+        self.q += m * s
+        rx = rows.get(x)
+        if rx is None:
+            rx = rows[x] = {}
+            if self.epsilon == 0.0:
+                self.heavy[i].add(x)
+        x_heavy = x in self.heavy[i]
+        if x_heavy:
+            if ny and not y_heavy:  # V_i(x, z) += m · K_j,l(y, z)
+                vi = self.views[i]
+                vx = vi.get(x)
+                if vx is None:
+                    vx = vi[x] = {}
+                for z, w in ny.items():
+                    _add(vx, z, m * w)
+                if not vx:
+                    del vi[x]
+            rev = self.rev_h[i]
+        else:
+            if hx:  # V_k(z, y) += K_k,h(z, x) · m
+                vk = self.views[k]
+                for z, w in hx.items():
+                    vz = vk.get(z)
+                    if vz is None:
+                        vz = vk[z] = {}
+                    _add(vz, y, w * m)
+                    if not vz:
+                        del vk[z]
+            rev = self.rev_l[i]
+        self._write(i, rows, rev, rx, x, y, m, x_heavy)
+
+    # ---- write the tuple, then rebalance (Figure 4) ------------------------------------
+    def _write(self, i, rows, rev, rx, x, y, m, x_heavy) -> None:
+        old = rx.get(y, 0)
+        new = old + m
+        ry = rev.get(y)
+        if ry is None:
+            ry = rev[y] = {}
+        if new:
+            rx[y] = new
+            ry[x] = new
+            if not old:
+                self.size += 1
+                if self.size == self.n:
+                    self.set_n(2 * self.n)
+                    self.major_rebalance()
+                    return
+        else:
+            del rx[y]
+            del ry[x]
+            if not ry:
+                del rev[y]
+            self.size -= 1
+            if not rx:
+                del rows[x]
+                self.heavy[i].discard(x)
+            if self.size < self.n // 4:
+                self.set_n(self.n // 2 - 1)
+                self.major_rebalance()
+                return
+        if not rx:
+            return
+        if x_heavy:
+            if len(rx) < self.h_down:
+                self.minor_rebalance(i, x, to_heavy=False)
+        elif len(rx) >= self.h_up:
+            self.minor_rebalance(i, x, to_heavy=True)
+
+    # ---- rebalancing -------------------------------------------------------------------
+    def minor_rebalance(self, i: int, x: int, to_heavy: bool) -> None:
+        """Move all tuples of value x of K_i to the other part and patch V_i and V_k."""
+        n = self.nrel
+        j, k = (i + 1) % n, (i + 2) % n
+        row = self.rows[i][x]
+        hk = self.rev_h[k].get(x)  # {z heavy in K_k: K_k(z, x)}; x's own flip is not in it
+        if to_heavy:
+            # 1. the row leaves K_i,l: V_k(z, y) -= K_k,h(z, x) · K_i(x, y)
+            if hk:
+                self._view_outer(k, hk, row, -1)
+            self._flip(i, x, row, to_heavy=True)
+            # 2. the row joins K_i,h: V_i(x, z) += K_i(x, y) · K_j,l(y, z)
+            rows_j, heavy_j = self.rows[j], self.heavy[j]
+            vx = self.views[i].get(x) or {}
+            if self.unit:
+                cnt = Counter(vx)
+                for y in row:
+                    if y not in heavy_j:
+                        ny = rows_j.get(y)
+                        if ny:
+                            cnt.update(ny.keys())
+                vx = {z: c for z, c in cnt.items() if c}
+            else:
+                for y, w in row.items():
+                    if y not in heavy_j:
+                        ny = rows_j.get(y)
+                        if ny:
+                            for z, w2 in ny.items():
+                                _add(vx, z, w * w2)
+            if vx:
+                self.views[i][x] = vx
+        else:
+            # 1. the row leaves K_i,h: V_i(x, ·) is exactly its contribution
+            self.views[i].pop(x, None)
+            self._flip(i, x, row, to_heavy=False)
+            # 2. the row joins K_i,l: V_k(z, y) += K_k,h(z, x) · K_i(x, y)
+            if hk:
+                self._view_outer(k, hk, row, +1)
+        self.minor += 1
+        self.moved += len(row)
+
+    def _view_outer(self, k: int, col: dict, row: dict, sign: int) -> None:
+        vk = self.views[k]
+        for z, w in col.items():
+            vz = vk.get(z)
+            if vz is None:
+                vz = vk[z] = {}
+            for y, w2 in row.items():
+                _add(vz, y, sign * w * w2)
+            if not vz:
+                del vk[z]
+
+    def _flip(self, i: int, x: int, row: dict, to_heavy: bool) -> None:
+        src, dst = (self.rev_l[i], self.rev_h[i]) if to_heavy else (self.rev_h[i], self.rev_l[i])
+        for y, w in row.items():
+            s = src[y]
+            del s[x]
+            if not s:
+                del src[y]
+            d = dst.get(y)
+            if d is None:
+                d = dst[y] = {}
+            d[x] = w
+        if to_heavy:
+            self.heavy[i].add(x)
+        else:
+            self.heavy[i].discard(x)
+
+    def major_rebalance(self) -> None:
+        """Strictly repartition every relation with the current N^ε and recompute the views."""
+        hmin = self.h_strict
+        for i in range(self.nrel):
+            rows = self.rows[i]
+            heavy = {x for x, r in rows.items() if len(r) >= hmin}
+            self.heavy[i] = heavy
+            rev_h: dict = {}
+            rev_l: dict = {}
+            for x, r in rows.items():
+                rev = rev_h if x in heavy else rev_l
+                for y, w in r.items():
+                    d = rev.get(y)
+                    if d is None:
+                        d = rev[y] = {}
+                    d[x] = w
+            self.rev_h[i], self.rev_l[i] = rev_h, rev_l
+        for i in range(self.nrel):
+            self.views[i] = self.compute_view(i)
+        self.major += 1
+
+    def compute_view(self, i: int) -> dict:
+        """V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z), by the cheaper of the two loop orders."""
+        n = self.nrel
+        j = (i + 1) % n
+        rows_i, heavy_i = self.rows[i], self.heavy[i]
+        rows_j, heavy_j = self.rows[j], self.heavy[j]
+        rev_hi = self.rev_h[i]
+        view: dict = {}
+        if not heavy_i:
+            return view
+        # cost of "for (x,y) in K_i,h, for z in K_j,l(y, ·)" vs
+        # "for (y,z) in K_j,l, for x with K_i,h(x, y)"
+        cost_h = sum(len(rows_j[y]) for x in heavy_i for y in rows_i[x]
+                     if y not in heavy_j and y in rows_j)
+        cost_l = sum(len(rows_j[y]) * len(rev_hi[y]) for y in rev_hi
+                     if y in rows_j and y not in heavy_j)
+        if cost_h <= cost_l:
+            for x in heavy_i:
+                if self.unit:
+                    cnt: Counter = Counter()
+                    for y in rows_i[x]:
+                        if y not in heavy_j:
+                            ny = rows_j.get(y)
+                            if ny:
+                                cnt.update(ny.keys())
+                    vx = dict(cnt)
+                else:
+                    vx = {}
+                    for y, w in rows_i[x].items():
+                        if y not in heavy_j:
+                            ny = rows_j.get(y)
+                            if ny:
+                                for z, w2 in ny.items():
+                                    _add(vx, z, w * w2)
+                if vx:
+                    view[x] = vx
+        else:
+            for y, col in rev_hi.items():
+                if y in heavy_j:
+                    continue
+                ny = rows_j.get(y)
+                if not ny:
+                    continue
+                for x, w in col.items():
+                    vx = view.get(x)
+                    if vx is None:
+                        vx = view[x] = {}
+                    for z, w2 in ny.items():
+                        _add(vx, z, w * w2)
+                    if not vx:
+                        del view[x]
+        return view
+
+    # ---- read access for listing and snapshots -------------------------------------------
+    def column(self, i: int, y) -> dict:
+        """{x: K_i(x, y)} over both parts (a merged copy; O(|column|))."""
+        col = dict(self.rev_l[i].get(y, ()))
+        col.update(self.rev_h[i].get(y, ()))
+        return col
+
+    def bulk_write(self, i: int, x: int, y: int, m: int) -> None:
+        """Preprocessing path: write a tuple without deltas; call ``finish_bulk`` afterwards."""
+        row = self.rows[i].setdefault(x, {})
+        old = row.get(y, 0)
+        new = old + m
+        if new:
+            row[y] = new
+            self.size += not old
+        else:
+            self.size -= bool(old)
+            row.pop(y, None)
+            if not row:
+                del self.rows[i][x]
+
+    def finish_bulk(self, static_q) -> None:
+        """Paper's preprocessing: N = 2|D| + 1, strict partition, Q by a static count, views."""
+        self.set_n(2 * self.size + 1)
+        self.major_rebalance()
+        self.major -= 1  # preprocessing, not a rebalancing
+        self.q = static_q(self.rows, [self.column_index(i) for i in range(self.nrel)])
+
+    def column_index(self, i: int) -> dict:
+        cols: dict = {}
+        for y in self.rev_h[i].keys() | self.rev_l[i].keys():
+            cols[y] = self.column(i, y)
+        return cols

@@ -1,0 +1,276 @@
+"""Update API shared by IVM^ε and its baselines: modes, edge semantics, validation, listing.
+
+Incremental rule: every accepted row becomes one or two single-tuple updates of a core
+(``update_self(x, y, m)`` for the graph modes, ``update_three(i, x, y, m)`` for R, S, T),
+applied strictly in batch order, so any split of a stream into batches gives the same state.
+
+State kept here (besides the core): ``_extra[key]`` = references beyond the first of a
+graph edge.  Graph modes have *reference-count* semantics: an edge is present while its
+references (sum of the weights applied to it) are > 0; the core always sees the support with
+multiplicity exactly 1, so the count is the number of triangles as vertex sets (undirected,
+Q/6) or of directed 3-cycles up to rotation (directed, Q/3).  A repeated insert adds a
+reference; a delete removes one; the edge disappears with its last reference.
+
+Deletions and bad rows: in the graph modes a self-loop (u = v: never part of a triangle on 3
+distinct vertices, and it would add the degenerate terms m³ to Q) and a delete of more
+references than present are *rejected*, not stored: the row is reported as a ``BadEdge``
+with code ``DATA_BAD_EDGE`` and the state is unchanged.  In ``three_relation`` mode
+multiplicities are unrestricted integers (the paper's ring ℤ; they may go negative) and
+self-pairs (a, a) are ordinary tuples; only an unknown relation name is rejected.  A vertex
+id outside int64 is rejected in every mode; weight 0 is a no-op.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from operators.errors import DATA_BAD_EDGE, ConfigError
+
+MODES = ("undirected", "directed", "three_relation")
+RELATIONS = {"R": 0, "S": 1, "T": 2}
+INT64_MIN = -(2 ** 63)
+INT64_MAX = 2 ** 63 - 1
+
+
+class BadEdge(NamedTuple):
+    """A rejected row: its index in the batch (0 for ``update``), its values and why."""
+
+    index: int
+    src: object
+    dst: object
+    weight: object
+    relation: object
+    reason: str
+    code: str = DATA_BAD_EDGE
+
+
+def _is_int64(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and \
+        INT64_MIN <= int(v) <= INT64_MAX
+
+
+class GraphFrontend:
+    """Modes and edge semantics on top of a core with ``rows``, ``q`` and update methods."""
+
+    def __init__(self, mode: str, core):
+        if mode not in MODES:
+            raise ConfigError(f"triangles: mode must be one of {MODES}, got {mode!r}")
+        self.mode = mode
+        self._core = core
+        self._extra: dict = {}
+        self.rejected = 0
+
+    # ---- answers ------------------------------------------------------------------------
+    @property
+    def q(self) -> int:
+        """The paper's Q(): Σ R(a,b)·S(b,c)·T(c,a) (graph modes: the self-join over E)."""
+        return self._core.q
+
+    @property
+    def count(self) -> int:
+        q = self._core.q
+        if self.mode == "undirected":
+            return q // 6
+        if self.mode == "directed":
+            return q // 3
+        return q
+
+    # ---- updates ------------------------------------------------------------------------
+    def update(self, u, v, weight=1, relation=None) -> BadEdge | None:
+        """Apply one row; returns None when applied, a ``BadEdge`` when rejected."""
+        if self.mode == "three_relation":
+            if relation is None:
+                raise ConfigError("triangles: three_relation mode needs relation in R, S, T")
+        elif relation is not None:
+            raise ConfigError(f"triangles: relation is only for three_relation mode, "
+                              f"got {relation!r} in {self.mode} mode")
+        if not (_is_int64(u) and _is_int64(v) and _is_int64(weight)):
+            self.rejected += 1
+            return BadEdge(0, u, v, weight, relation, "vertex id or weight is not an int64")
+        reason = self._row(int(u), int(v), int(weight), relation)
+        if reason is None:
+            return None
+        self.rejected += 1
+        return BadEdge(0, u, v, weight, relation, reason)
+
+    def apply_batch(self, src, dst, weight=None, relation=None) -> list[BadEdge]:
+        """Apply the rows in order; returns the rejected ones (empty list when all applied)."""
+        src = np.asarray(src)
+        dst = np.asarray(dst)
+        n = len(src)
+        if weight is None:
+            weight = np.ones(n, dtype=np.int64)
+        weight = np.asarray(weight)
+        if len(dst) != n or len(weight) != n:
+            raise ConfigError(f"triangles: batch arrays differ in length "
+                              f"({n}, {len(dst)}, {len(weight)})")
+        for name, arr in (("src", src), ("dst", dst), ("weight", weight)):
+            if n and arr.dtype.kind not in "iu":
+                raise ConfigError(f"triangles: {name} must be an integer array, got {arr.dtype}")
+        if self.mode == "three_relation":
+            if relation is None:
+                raise ConfigError("triangles: three_relation mode needs a relation array")
+            rel = np.asarray(relation).tolist()
+            if len(rel) != n:
+                raise ConfigError("triangles: relation array differs in length")
+        elif relation is not None:
+            raise ConfigError(f"triangles: relation is only for three_relation mode ({self.mode})")
+        bad: list[BadEdge] = []
+        if any(a.dtype == np.uint64 and n and int(a.max()) > INT64_MAX for a in (src, dst, weight)):
+            raise ConfigError("triangles: uint64 values above int64 range in batch")
+        s, d, w = src.tolist(), dst.tolist(), weight.tolist()
+        if self.mode == "undirected":
+            self._batch_undirected(s, d, w, bad)
+        else:
+            row = self._row
+            for idx in range(n):
+                r = rel[idx] if self.mode == "three_relation" else None
+                reason = row(s[idx], d[idx], w[idx], r)
+                if reason is not None:
+                    bad.append(BadEdge(idx, s[idx], d[idx], w[idx], r, reason))
+        self.rejected += len(bad)
+        return bad
+
+    def _batch_undirected(self, s, d, w, bad) -> None:
+        # the hot loop of the benchmark: the edge semantics of _row, inlined
+        upd = self._core.update_self
+        rows = self._core.rows[0]
+        extra = self._extra
+        for idx in range(len(s)):
+            u, v, m = s[idx], d[idx], w[idx]
+            if u == v:
+                bad.append(BadEdge(idx, u, v, m, None, "self-loop"))
+                continue
+            ru = rows.get(u)
+            if ru is not None and v in ru:
+                if extra:
+                    key = (u, v) if u < v else (v, u)
+                    refs = 1 + extra.get(key, 0)
+                else:
+                    key = None
+                    refs = 1
+                new = refs + m
+                if new == 0:
+                    if key is not None:
+                        extra.pop(key, None)
+                    upd(u, v, -1)
+                    upd(v, u, -1)
+                elif new > 0:
+                    self._set_extra(u, v, new - 1)
+                else:
+                    bad.append(BadEdge(idx, u, v, m, None,
+                                       f"delete of {-m} references, edge has {refs}"))
+            elif m > 0:
+                upd(u, v, 1)
+                upd(v, u, 1)
+                if m > 1:
+                    self._set_extra(u, v, m - 1)
+            elif m < 0:
+                bad.append(BadEdge(idx, u, v, m, None, "delete of an absent edge"))
+
+    def _set_extra(self, u, v, extra_refs: int) -> None:
+        key = (u, v) if (self.mode == "directed" or u < v) else (v, u)
+        if extra_refs:
+            self._extra[key] = extra_refs
+        else:
+            self._extra.pop(key, None)
+
+    def _row(self, u: int, v: int, m: int, relation) -> str | None:
+        """Apply one validated row; returns the rejection reason or None."""
+        if not (INT64_MIN <= u <= INT64_MAX and INT64_MIN <= v <= INT64_MAX):
+            return "vertex id outside int64"
+        core = self._core
+        if self.mode == "three_relation":
+            i = RELATIONS.get(relation) if isinstance(relation, str) else None
+            if i is None:
+                return f"unknown relation {relation!r} (expected R, S or T)"
+            if m:
+                core.update_three(i, u, v, m)
+            return None
+        if u == v:
+            return "self-loop"
+        if not m:
+            return None
+        directed = self.mode == "directed"
+        key = (u, v) if (directed or u < v) else (v, u)
+        ru = core.rows[0].get(u)
+        present = ru is not None and v in ru
+        refs = 1 + self._extra.get(key, 0) if present else 0
+        new = refs + m
+        if new < 0:
+            return (f"delete of {-m} references, edge has {refs}" if present
+                    else "delete of an absent edge")
+        if present and new == 0:
+            self._extra.pop(key, None)
+            core.update_self(u, v, -1)
+            if not directed:
+                core.update_self(v, u, -1)
+        elif not present:
+            core.update_self(u, v, 1)
+            if not directed:
+                core.update_self(v, u, 1)
+        if new:
+            self._set_extra(u, v, new - 1)
+        return None
+
+    # ---- listing ------------------------------------------------------------------------
+    def _column(self, i: int, x) -> dict:
+        return self._core.column(i, x)
+
+    def triangles_of_edge(self, u, v, relation=None) -> Iterator[tuple]:
+        """Triangles containing the edge (tuple) (u, v).
+
+        Graph modes yield vertex triples (u, v, w); three_relation yields ((a, b, c), mult)
+        with mult = R(a,b)·S(b,c)·T(c,a).  The witnesses are the intersection of two index
+        rows, built once in C (O(min of the two row lengths)); after that every triangle
+        comes with O(1) delay.
+        """
+        core = self._core
+        if self.mode == "three_relation":
+            i = RELATIONS[relation]
+            yield from self._three_of_tuple(i, u, v)
+            return
+        rows = core.rows[0]
+        ru = rows.get(u)
+        if ru is None or v not in ru:
+            return
+        rv = rows.get(v, {})
+        other = ru if self.mode == "undirected" else self._column(0, u)
+        for w in rv.keys() & other.keys():
+            yield (u, v, w)
+
+    def _three_of_tuple(self, i, x, y):
+        core = self._core
+        j, k = (i + 1) % 3, (i + 2) % 3
+        mx = core.rows[i].get(x, {}).get(y, 0)
+        if not mx:
+            return
+        ny = core.rows[j].get(y, {})
+        col = self._column(k, x)
+        for z in ny.keys() & col.keys():
+            mult = mx * ny[z] * col[z]
+            triple = (x, y, z) if i == 0 else (z, x, y) if i == 1 else (y, z, x)
+            yield triple, mult
+
+    def triangles_of_vertex(self, u, attribute="A") -> Iterator[tuple]:
+        """Triangles containing vertex u, each listed once.
+
+        Undirected: (u, v, w) with v < w; directed: 3-cycles u→v→w→u; three_relation: the
+        ((a, b, c), mult) whose ``attribute`` (A, B or C) equals u.  Walks u's row and, per
+        neighbour, the edge listing above.
+        """
+        core = self._core
+        if self.mode == "three_relation":
+            i = "ABC".index(attribute)
+            for y in list(core.rows[i].get(u, {})):
+                yield from self._three_of_tuple(i, u, y)
+            return
+        ru = core.rows[0].get(u)
+        if not ru:
+            return
+        for v in list(ru):
+            for t in self.triangles_of_edge(u, v):
+                if self.mode == "directed" or t[1] < t[2]:
+                    yield t
