@@ -98,6 +98,12 @@ class _Rewriter:
 
     # -- FROM items -------------------------------------------------------------------------
     def source(self, src: exp.Expression) -> tuple[exp.Expression, str, dict[str, str]]:
+        # A parenthesised join "(A JOIN B ON …) [AS j]" reaches us as a Table/Subquery that
+        # carries the joins itself (unaliased), or wrapped once more in an aliased Subquery.
+        if isinstance(src, (exp.Table, exp.Subquery)) and src.args.get("joins"):
+            return self._join_group(src, None)
+        if isinstance(src, exp.Subquery) and isinstance(src.this, (exp.Table, exp.Subquery)):
+            return self._join_group(src.this, src.alias or None)
         if isinstance(src, exp.Table):
             if src.args.get("joins") or src.args.get("laterals"):
                 raise UnsupportedSqlError("reference capture: nested join syntax")
@@ -115,6 +121,21 @@ class _Rewriter:
                 new_alias.set("columns", cols)
             return exp.Subquery(this=inner.query, alias=new_alias), alias, inner.provs
         raise UnsupportedSqlError(f"reference capture: unsupported FROM item {type(src).__name__}")
+
+    def _join_group(self, first: exp.Expression, alias: str | None) -> tuple[exp.Expression, str, dict[str, str]]:
+        """Evaluate a parenthesised join as the derived table ``(SELECT * FROM A JOIN B …)``.
+
+        Columns stay reachable unqualified or through the group's alias; references to the
+        inner aliases from outside an unaliased group are not supported (DuckDB then fails)."""
+        base = first.copy()
+        joins = base.args.get("joins") or []
+        base.set("joins", None)
+        sel = exp.Select(expressions=[exp.Star()]).from_(base)
+        if joins:
+            sel.set("joins", [j.copy() for j in joins])
+        rel = self.select(sel)
+        alias = alias or self.fresh("j")
+        return exp.Subquery(this=rel.query, alias=exp.TableAlias(this=exp.to_identifier(alias))), alias, rel.provs
 
     # -- SELECT -----------------------------------------------------------------------------
     def _check_expressions(self, sel: exp.Select) -> None:

@@ -1,0 +1,2 @@
+-- IMP TPC-H Q14, verbatim from IITDBGroup/IMP_EDBT26:queries/tpch1g/q14/query (via the anchor note §2.1)
+SELECT 100.00 * sum(CASE WHEN p_type LIKE 'PROMO%' THEN (l_extendedprice * (1 - l_discount))::float ELSE 0 END)::float / sum((l_extendedprice * (1 - l_discount))::float)::float AS promo_revenue from ((select l_partkey, l_extendedprice, l_discount from lineitem where l_shipdate >= to_date('1995-09-01', 'YYYY-MM-DD') and l_shipdate < to_date('1995-10-01', 'YYYY-MM-DD')) lineitem join (select p_partkey, p_type from part ) part on (l_partkey = p_partkey)) tmptbl
