@@ -19,9 +19,11 @@ bitsets; "scalar" = one fragment id per row, "list" = a list of ids):
 * DISTINCT: like GROUP BY all output columns, the lineage of a distinct row is the union of
   the lineage of all its duplicates; UNION (distinct) likewise over UNION ALL;
 * UNION ALL: each branch keeps its own lineage (tables a branch lacks get an empty list);
-* ORDER BY … LIMIT k [OFFSET o]: ties are broken deterministically by the ORDER BY keys, then
-  by all output columns ascending (NULLS LAST); the rows at positions o … o+k−1 keep their
-  lineage, the others are dropped;
+* ORDER BY … LIMIT k [OFFSET o]: rows are ordered by the ORDER BY keys (Postgres NULL order:
+  ASC NULLS LAST, DESC NULLS FIRST), ties by all output columns ascending (NULLS LAST), and
+  rows equal in all output columns by their sorted list of (global) fragment ids — the
+  engine's documented order (operators/sketch/topk.py); the rows at positions o … o+k−1 keep
+  their lineage, the others are dropped;
 * root: the sketch of ``t`` is the set union of ``__prov_t`` over all result rows.
 
 Not supported (raises ``UnsupportedSqlError``): WITH, subqueries outside FROM/JOIN (IN/EXISTS/
@@ -78,8 +80,15 @@ class _Rel:
 
 
 class _Rewriter:
-    def __init__(self, partitioned: set[str], con: duckdb.DuckDBPyConnection):
-        self.partitioned = partitioned
+    def __init__(self, sizes: dict[str, int], con: duckdb.DuckDBPyConnection):
+        # Global fragment numbering used only to order tied rows: tables sorted by name, table
+        # t's fragment i is offset[t] + i, each table taking n_fragments + 1 ids (NULL fragment).
+        self.partitioned = set(sizes)
+        self.offsets: dict[str, int] = {}
+        off = 0
+        for t in sorted(sizes):
+            self.offsets[t] = off
+            off += sizes[t]
         self.con = con
         self._ids = itertools.count(1)
 
@@ -237,6 +246,7 @@ class _Rewriter:
         n_visible = None
         if sel.args.get("limit") is not None or sel.args.get("offset") is not None:
             n_visible = self._width(sel)
+        lineage_key = []
         for t, (expr, kind) in sorted(row_prov.items()):
             if aggregate:
                 text = f"list(DISTINCT {expr})" if kind == SCALAR else f"list_distinct(flatten(list({expr})))"
@@ -244,12 +254,16 @@ class _Rewriter:
             else:
                 text, out_provs[t] = expr, kind
             sel.append("expressions", exp.alias_(_frag(text), prov_column(t), quoted=True))
+            as_list = f"[{text}]" if out_provs[t] == SCALAR else text
+            lineage_key.append(f"list_transform(list_sort(list_distinct({as_list})), x -> x + {self.offsets[t]})")
 
         # 5. ORDER BY … LIMIT: total order = ORDER BY keys, then every output column ascending
         if n_visible is not None:
             order = sel.args.get("order")
             keys = list(order.expressions) if order is not None else []
             keys += [exp.Ordered(this=exp.Literal.number(i), desc=False, nulls_first=False) for i in range(1, n_visible + 1)]
+            if lineage_key:  # identical rows: the one with the smaller sorted fragment-id list first
+                keys.append(exp.Ordered(this=_frag(f"flatten([{', '.join(lineage_key)}])"), desc=False, nulls_first=False))
             sel.set("order", exp.Order(expressions=keys))
         return _Rel(sel, out_provs)
 
@@ -337,7 +351,8 @@ def capture_sql(sql: str, tables: Mapping[str, pa.Table], partitions: Mapping[st
 
 def _capture_query(sql: str, con, partitions, dialect: str) -> tuple[str, dict[str, str]]:
     tree = sqlglot.parse_one(sql, read=dialect)
-    rel = _Rewriter({t.lower() for t in partitions}, con).query(tree)
+    sizes = {t.lower(): len(p.boundaries) for t, p in partitions.items()}  # n_fragments + 1
+    rel = _Rewriter(sizes, con).query(tree)
     if not rel.provs:
         return "", {}
     exprs = []

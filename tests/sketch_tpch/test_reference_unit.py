@@ -227,3 +227,13 @@ def test_apply_delta_rejects_missing_row():
     bad = with_weight(pa.table({"id": [99], "g": ["z"], "v": [1], "w": [1]}), -1)
     with pytest.raises(ValueError):
         apply_delta(R, bad)
+
+
+def test_topk_identical_rows_ordered_by_their_fragment_ids():
+    # two output rows (g=1) tie on every column; the engine's order puts the one whose sorted
+    # fragment ids are smaller first (operators/sketch/topk.py), so limit 1 keeps fragment 0
+    t = pa.table({"g": [1, 1, 2], "v": [25, 3, 1]})
+    parts = {"t": part("v", [0, 10, 20, 30])}
+    assert reference_sketch("select g from t order by g limit 1", {"t": t}, parts) == {"t": [0]}
+    assert reference_sketch("select g from t order by g desc limit 2", {"t": t}, parts) == {"t": [0]}
+    assert reference_sketch("select g from t order by g limit 2", {"t": t}, parts) == {"t": [0, 2]}
