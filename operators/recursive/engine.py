@@ -1,0 +1,330 @@
+"""Partitioned pipelined semi-naive evaluation of a linear recursive view with absorption provenance.
+
+The view has the shape ``R(o, …) :- S(edge j→o), R(j, …)`` plus base tuples of ``R``
+(reachability: ``reachable(x,y) :- link(x,z), reachable(z,y)``; shortest paths: the same with
+a path vector and cost; the region query: ``active(y,rid) :- edge(x,y), active(x,rid)``).
+
+Incremental rule (Alg. 1–3): every simulated node runs a Fixpoint (P: tuple -> BDD), the
+R side of a symmetric PipelinedHashJoin (shares P: the FixPointReceiver is local), the S side
+(edge copies shipped to the node of their join end) and one MinShip per outgoing channel. An
+insertion ORs its provenance into P; only a change of P (a derivation not absorbed) probes the
+join; join outputs ``pv ∧ p_other`` go through MinShip to the home node of the derived tuple.
+MinShip ships the first derivation of a tuple; later ones are buffered (``lazy``: until the
+shipped formula dies; ``eager``: flushed every round, the paper's timer) or shipped every time
+(``plain`` = no MinShip). Optional AggSel in front of every Fixpoint and in every channel.
+
+State kept per node: ``fix`` (ProvTable), ``r_by_key`` (h_R), ``s`` + ``s_by_j`` (p_S, h_S),
+``agg``; per channel (src, dst): ``sent`` (B_sent), ``buf`` (P_ins), ``agg``.
+
+Deletions (digest §6.5): a dead variable is broadcast to every node and restricted to false in
+every table at once; entries that become false disappear (no over-deletion, no re-derivation).
+A lazy channel whose shipped formula died ships its buffered alternative (INS only, never a DEL:
+the receiver already restricted the same variable); an AggSel whose best died promotes the next.
+Scheduling: FIFO rounds (all messages of round r are delivered in round r+1), run to quiescence
+inside every ``run()``; nodes are simulated in one process.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Callable, Hashable, Optional
+
+from operators.errors import ConfigError
+from operators.recursive.aggsel import AggSel
+from operators.recursive.provenance import Provenance, ProvTable
+
+SHIP_MODES = ("lazy", "eager", "plain")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A linear recursion: where an edge joins (``j``), where its output lives (``o``), and how."""
+
+    name: str
+    j: Callable  # edge -> join vertex (the edge copy lives at node_of(j))
+    o: Callable  # edge -> out vertex (home of derived tuples)
+    combine: Callable  # (edge, r) -> derived r or None (pruned, e.g. non-simple path)
+    group: Optional[Callable] = None  # r -> AggSel group (None: no AggSel)
+    rank: Optional[Callable] = None  # r -> sort key, smaller is better
+
+    def gkey(self, r):
+        return self.group(r) if self.group is not None else r
+
+
+def partitioner(nodes):
+    """``int`` k: stable hash of the vertex mod k; ``"vertex"``: one node per vertex (paper's Fig. 2)."""
+    if nodes == "vertex":
+        return lambda v: v
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+        raise ConfigError(f"recursive view: nodes must be a positive int or 'vertex', got {nodes!r}")
+    if nodes == 1:
+        return lambda v: 0
+    return lambda v: (v % nodes) if isinstance(v, int) else zlib.crc32(str(v).encode()) % nodes
+
+
+class _Node:
+    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "agg", "fix_group")
+
+    def __init__(self, prov: Provenance, spec: Spec) -> None:
+        self.fix = ProvTable(prov)
+        self.r_by_key: dict = defaultdict(set)
+        self.s = ProvTable(prov)
+        self.s_by_j: dict = defaultdict(set)
+        self.agg = AggSel(prov, spec.group, spec.rank) if spec.group else None
+        self.fix_group: dict = {}
+
+
+class _Channel:
+    __slots__ = ("sent", "buf", "agg")
+
+    def __init__(self, prov: Provenance, spec: Spec) -> None:
+        self.sent = ProvTable(prov)
+        self.buf = ProvTable(prov)
+        self.agg = AggSel(prov, spec.group, spec.rank) if spec.group else None
+
+
+class Engine:
+    """The distributed plan of Fig. 4 over simulated nodes; see the module docstring."""
+
+    def __init__(self, spec: Spec, prov: Provenance, nodes=1, ship: str = "lazy",
+                 flush_every: Optional[int] = None) -> None:
+        if ship not in SHIP_MODES:
+            raise ConfigError(f"recursive view {spec.name}: ship must be one of {SHIP_MODES}, got {ship!r}")
+        self.spec, self.prov, self.ship = spec, prov, ship
+        self.nodes_arg = nodes
+        self.node_of = partitioner(nodes)
+        self.flush_every = flush_every
+        self.nodes: dict[Hashable, _Node] = {}
+        self.channels: dict[tuple, _Channel] = {}
+        self.queue: list = []
+        self.stats: Counter = Counter()
+        self.before: dict = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def node(self, n) -> _Node:
+        nd = self.nodes.get(n)
+        if nd is None:
+            nd = self.nodes[n] = _Node(self.prov, self.spec)
+        return nd
+
+    def channel(self, src, dst) -> _Channel:
+        ch = self.channels.get((src, dst))
+        if ch is None:
+            ch = self.channels[(src, dst)] = _Channel(self.prov, self.spec)
+        return ch
+
+    def current(self, g):
+        """The tuple currently in the view for group ``g`` (the tuple itself without AggSel)."""
+        nd = self.nodes.get(self.node_of(g[0]))
+        if nd is None:
+            return None
+        if self.spec.group is None:
+            return g if g in nd.fix else None
+        return nd.fix_group.get(g)
+
+    def _touch(self, g) -> None:
+        if g not in self.before:
+            self.before[g] = self.current(g)
+
+    def _emit(self, src, dst, kind, item, pv) -> None:
+        self.queue.append((dst, kind, item, pv))
+        if src != dst:
+            self.stats["tuples_shipped"] += 1
+            self.stats["prov_bytes_shipped"] += self.prov.nbytes(pv)
+        else:
+            self.stats["local_messages"] += 1
+
+    # -- Fixpoint + join R side ------------------------------------------------------------------
+    def insert_base(self, r, pv) -> None:
+        """Base-case tuple (B^Δ), inserted at its home node without shipping."""
+        self._fix_insert(self.node_of(r[0]), r, pv)
+
+    def _fix_insert(self, n, r, pv, promoted: bool = False) -> None:
+        nd = self.node(n)
+        spec = self.spec
+        if nd.agg is not None and not promoted:
+            verdict = nd.agg.insert(r, pv)
+            if verdict is None:
+                self.stats["pruned"] += 1
+                return
+            if verdict[0] == "improve":
+                self._fix_retract(nd, verdict[1])
+        g = spec.gkey(r)
+        self._touch(g)
+        new = r not in nd.fix
+        if not nd.fix.merge(r, pv):
+            self.stats["absorbed"] += 1
+            return
+        self.stats["fixpoint_updates"] += 1
+        if new:
+            nd.r_by_key[r[0]].add(r)
+            if spec.group is not None:
+                old = nd.fix_group.get(g)
+                if old is not None and old != r:
+                    self._fix_retract(nd, old)
+                nd.fix_group[g] = r
+        for e in tuple(nd.s_by_j.get(r[0], ())):
+            out = spec.combine(e, r)
+            if out is not None:
+                self._derive(n, out, pv & nd.s.get(e))
+
+    def _fix_retract(self, nd: _Node, old) -> None:
+        """AggSel beat ``old``: drop it from the Fixpoint and the join (it stays in AggSel's h)."""
+        if nd.fix.pop(old) is None:
+            return
+        self._touch(self.spec.gkey(old))
+        nd.r_by_key[old[0]].discard(old)
+        g = self.spec.gkey(old)
+        if nd.fix_group.get(g) == old:
+            del nd.fix_group[g]
+
+    # -- join S side -----------------------------------------------------------------------------
+    def insert_edge(self, e, pv) -> None:
+        """Ship an edge copy from the node of ``e[0]`` to the node of its join end."""
+        self._emit(self.node_of(e[0]), self.node_of(self.spec.j(e)), "edge", e, pv)
+
+    def _edge_insert(self, n, e, pv) -> None:
+        nd = self.node(n)
+        if not nd.s.merge(e, pv):
+            return
+        j = self.spec.j(e)
+        nd.s_by_j[j].add(e)
+        for r in tuple(nd.r_by_key.get(j, ())):
+            out = self.spec.combine(e, r)
+            if out is not None:
+                self._derive(n, out, pv & nd.fix.get(r))
+
+    # -- MinShip ---------------------------------------------------------------------------------
+    def _derive(self, src, out, pv) -> None:
+        self.stats["derivations"] += 1
+        dst = self.node_of(out[0])
+        self._ship(src, dst, self.channel(src, dst), out, pv)
+
+    def _ship(self, src, dst, ch: _Channel, t, pv) -> None:
+        if ch.agg is not None:
+            if ch.agg.insert(t, pv) is None:
+                self.stats["pruned"] += 1
+                return
+        if self.ship == "plain":
+            self._emit(src, dst, "rins", t, pv)
+            return
+        old = ch.sent.get(t)
+        if old is None:
+            ch.sent.put(t, pv)
+            self._emit(src, dst, "rins", t, pv)
+        elif (old | pv) == old:
+            self.stats["absorbed_at_ship"] += 1
+        else:
+            ch.buf.merge(t, pv)
+            self.stats["buffered"] += 1
+            if self.ship == "eager" and self.flush_every and len(ch.buf) >= self.flush_every:
+                self._flush(src, dst, ch)
+
+    def _flush(self, src, dst, ch: _Channel) -> None:
+        for t, pv in list(ch.buf.items()):
+            ch.sent.merge(t, pv)
+            self._emit(src, dst, "rins", t, pv)
+        ch.buf = ProvTable(self.prov)
+
+    def flush(self) -> None:
+        """Release every MinShip buffer (eager batch ship) and run to quiescence."""
+        while any(len(ch.buf) for ch in self.channels.values()):
+            for (src, dst), ch in list(self.channels.items()):
+                if len(ch.buf):
+                    self._flush(src, dst, ch)
+            self.run()
+
+    # -- deletions -------------------------------------------------------------------------------
+    def kill(self, dead: set[str]) -> None:
+        """Broadcast dead variables to every node and restrict every table (digest §6.5)."""
+        if not dead:
+            return
+        spec = self.spec
+        self.stats["deleted_vars"] += len(dead)
+        self.stats["deletion_broadcasts"] += len(dead) * max(len(self.nodes) - 1, 0)
+        promos = []
+        for n, nd in self.nodes.items():
+            _, removed = nd.fix.kill(dead)
+            for r in removed:
+                g = spec.gkey(r)
+                if g not in self.before:
+                    self.before[g] = r
+                nd.r_by_key[r[0]].discard(r)
+                if spec.group is not None and nd.fix_group.get(g) == r:
+                    del nd.fix_group[g]
+            self.stats["removed"] += len(removed)
+            _, removed = nd.s.kill(dead)
+            for e in removed:
+                nd.s_by_j[spec.j(e)].discard(e)
+            if nd.agg is not None:
+                promos.extend((n, r, pv) for r, pv in nd.agg.kill(dead))
+        for (src, dst), ch in self.channels.items():
+            cpromos = ch.agg.kill(dead) if ch.agg is not None else []
+            _, removed = ch.sent.kill(dead)
+            ch.buf.kill(dead)
+            for t in removed:  # the shipped derivation died: ship the buffered alternative
+                alt = ch.buf.pop(t)
+                if alt is not None:
+                    ch.sent.put(t, alt)
+                    self.stats["reships"] += 1
+                    self._emit(src, dst, "rins", t, alt)
+            for t, pv in cpromos:
+                self.stats["promotions"] += 1
+                if ch.sent.get(t) is None:
+                    ch.sent.put(t, pv)
+                    self._emit(src, dst, "rins", t, pv)
+        for n, r, pv in promos:
+            self.stats["promotions"] += 1
+            self._fix_insert(n, r, pv, promoted=True)
+
+    # -- scheduler -------------------------------------------------------------------------------
+    def run(self) -> None:
+        while True:
+            while self.queue:
+                batch, self.queue = self.queue, []
+                self.stats["rounds"] += 1
+                for dst, kind, item, pv in batch:
+                    if kind == "rins":
+                        self._fix_insert(dst, item, pv)
+                    else:
+                        self._edge_insert(dst, item, pv)
+                if self.ship == "eager" and not self.flush_every:
+                    for (src, d), ch in list(self.channels.items()):
+                        if len(ch.buf):
+                            self._flush(src, d, ch)
+            if self.ship == "eager" and any(len(ch.buf) for ch in self.channels.values()):
+                for (src, d), ch in list(self.channels.items()):
+                    if len(ch.buf):
+                        self._flush(src, d, ch)
+                continue
+            break
+        self.prov.maybe_gc()
+
+    def begin(self) -> None:
+        self.before = {}
+
+    def end(self) -> dict:
+        """{group: (row before the batch, row now)} for every group whose row changed."""
+        out = {}
+        for g, old in self.before.items():
+            new = self.current(g)
+            if old != new:
+                out[g] = (old, new)
+        self.before = {}
+        return out
+
+    # -- introspection ---------------------------------------------------------------------------
+    def view_tuples(self):
+        for nd in self.nodes.values():
+            yield from nd.fix.keys()
+
+    def formula(self, r):
+        nd = self.nodes.get(self.node_of(r[0]))
+        return None if nd is None else nd.fix.get(r)
+
+    def state_tuples(self) -> int:
+        n = sum(len(nd.fix) + len(nd.s) + (len(nd.agg.h) if nd.agg else 0) for nd in self.nodes.values())
+        n += sum(len(c.sent) + len(c.buf) + (len(c.agg.h) if c.agg else 0) for c in self.channels.values())
+        return n

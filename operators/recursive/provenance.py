@@ -1,0 +1,218 @@
+"""Absorption provenance: monotone Boolean formulas over base-tuple variables, kept as ROBDDs.
+
+Incremental rule: a base insertion gets a fresh variable; joins AND formulas, unions and new
+derivations OR them; the BDD is canonical, so absorption (``a ∨ (a ∧ b) = a``) is automatic and
+"did this derivation change P(t)?" is a pointer comparison.
+State kept: one ``dd.autoref.BDD`` manager per view, a label per variable (``a→b``), and
+``ProvTable``s (key -> formula, with an inverted index variable -> keys so that a deletion only
+touches the formulas that mention it).
+Deletions: a dead variable is substituted by ``false`` (``let``) in every table; entries whose
+formula becomes ``false`` are dropped and reported to the caller. Every formula built here uses
+only AND, OR and restriction to false, so every stored formula is monotone and its minimal DNF
+(the set of minimal derivation witnesses) is its canonical readable and serialisable form.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from typing import Hashable, Iterable
+
+from dd.autoref import BDD
+
+from operators.errors import InvariantError
+
+# dd's pure-Python BDD recurses once per variable level; a path of n edges is an n-deep BDD.
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+
+BYTES_PER_NODE = 12  # serialised BDD node = (variable id, low id, high id) as 32-bit ints
+
+
+class Provenance:
+    """A BDD manager plus variable bookkeeping (fresh names, labels, garbage collection)."""
+
+    def __init__(self) -> None:
+        self.bdd = BDD()
+        self.true = self.bdd.true
+        self.false = self.bdd.false
+        self.labels: dict[str, str] = {}
+        self.next_var = 0
+        self._gc_at = 200_000
+
+    # -- variables -------------------------------------------------------------------------
+    def fresh(self, label: str) -> str:
+        """Declare a new variable for one base insertion; variables are never reused (errata 9)."""
+        name = f"p{self.next_var}"
+        self.next_var += 1
+        self.declare(name, label)
+        return name
+
+    def declare(self, name: str, label: str) -> None:
+        self.bdd.declare(name)
+        self.labels[name] = label
+
+    def var(self, name: str):
+        return self.bdd.var(name)
+
+    def conj(self, names: Iterable[str]):
+        f = self.true
+        for n in names:
+            f = f & self.bdd.var(n)
+        return f
+
+    # -- operations ------------------------------------------------------------------------
+    def kill(self, f, names: Iterable[str]):
+        """Restrict the given variables to false (deletion of base tuples)."""
+        return self.bdd.let({n: False for n in names}, f)
+
+    def support(self, f) -> set[str]:
+        return self.bdd.support(f)
+
+    def nbytes(self, f) -> int:
+        """Size of ``f`` serialised as a node list (what shipping it would cost)."""
+        return max(f.dag_size - 1, 1) * BYTES_PER_NODE
+
+    def maybe_gc(self) -> None:
+        if len(self.bdd) > self._gc_at:
+            self.bdd.collect_garbage()
+            self._gc_at = max(200_000, 2 * len(self.bdd))
+
+    # -- readable / serialisable forms -----------------------------------------------------
+    def cubes(self, f) -> list[frozenset[str]]:
+        """Minimal DNF of a monotone formula: its minimal derivation witnesses."""
+        memo: dict = {}
+        return _sort_cubes(self._cubes(f, memo), self._order)
+
+    def _order(self, name: str) -> int:
+        return int(name[1:]) if name[1:].isdigit() else 0
+
+    def _cubes(self, f, memo) -> frozenset[frozenset[str]]:
+        if f == self.false:
+            return frozenset()
+        if f == self.true:
+            return frozenset({frozenset()})
+        key = f  # autoref Functions hash by node
+        if key in memo:
+            return memo[key]
+        v = f.var
+        low = self.bdd.let({v: False}, f)
+        high = self.bdd.let({v: True}, f)
+        lo = self._cubes(low, memo)
+        hi = self._cubes(high, memo)
+        out = set(lo)
+        for c in hi:
+            # v ∧ c is absorbed iff some witness of the low cofactor is contained in c
+            if not any(w <= c for w in lo):
+                out.add(c | {v})
+        res = frozenset(out)
+        memo[key] = res
+        return res
+
+    def from_cubes(self, cubes: Iterable[Iterable[str]]):
+        f = self.false
+        for c in cubes:
+            f = f | self.conj(c)
+        return f
+
+    def render(self, f) -> str:
+        """``(a→b ∧ b→c) ∨ (a→c)``; ``true``/``false`` for constants."""
+        cs = self.cubes(f)
+        if not cs:
+            return "false"
+        terms = []
+        for c in cs:
+            lits = sorted((self.labels.get(v, v) for v in c))
+            terms.append(" ∧ ".join(lits) if lits else "true")
+        if len(terms) == 1:
+            return terms[0]
+        return " ∨ ".join(f"({t})" for t in sorted(terms, key=lambda t: (t.count("∧"), t)))
+
+
+def _sort_cubes(cubes, order) -> list[frozenset[str]]:
+    return sorted(cubes, key=lambda c: (len(c), sorted(order(v) for v in c)))
+
+
+class ProvTable:
+    """key -> non-false formula, with an inverted index variable -> keys for deletions."""
+
+    __slots__ = ("prov", "f", "by_var")
+
+    def __init__(self, prov: Provenance) -> None:
+        self.prov = prov
+        self.f: dict[Hashable, object] = {}
+        self.by_var: dict[str, set] = defaultdict(set)
+
+    def __contains__(self, key) -> bool:
+        return key in self.f
+
+    def __len__(self) -> int:
+        return len(self.f)
+
+    def get(self, key):
+        return self.f.get(key)
+
+    def items(self):
+        return self.f.items()
+
+    def keys(self):
+        return self.f.keys()
+
+    def _index(self, key, pv) -> None:
+        for v in self.prov.support(pv):
+            self.by_var[v].add(key)
+
+    def merge(self, key, pv) -> bool:
+        """P[key] := P[key] ∨ pv; True iff the formula changed (i.e. pv was not absorbed)."""
+        old = self.f.get(key)
+        if old is None:
+            if pv == self.prov.false:
+                return False
+            self.f[key] = pv
+            self._index(key, pv)
+            return True
+        new = old | pv
+        if new == old:
+            return False
+        self.f[key] = new
+        self._index(key, pv)
+        return True
+
+    def put(self, key, pv) -> None:
+        if pv == self.prov.false:
+            raise InvariantError(f"ProvTable.put: false formula for key {key!r}")
+        self.f[key] = pv
+        self._index(key, pv)
+
+    def pop(self, key):
+        return self.f.pop(key, None)
+
+    def kill(self, dead: set[str]) -> tuple[list, list]:
+        """Restrict dead variables to false. Returns (changed keys still live, removed keys)."""
+        keys = set()
+        for v in dead:
+            ks = self.by_var.pop(v, None)
+            if ks:
+                keys |= ks
+        changed, removed = [], []
+        for k in keys:
+            old = self.f.get(k)
+            if old is None:
+                continue
+            new = self.prov.kill(old, dead & self.prov.support(old))
+            if new == old:
+                continue
+            if new == self.prov.false:
+                del self.f[k]
+                removed.append(k)
+            else:
+                self.f[k] = new
+                changed.append(k)
+        return changed, removed
+
+    # -- snapshot ----------------------------------------------------------------------------
+    def dump(self) -> list:
+        return [[k, [sorted(c) for c in self.prov.cubes(pv)]] for k, pv in self.f.items()]
+
+    def load(self, rows: list, key_of) -> None:
+        for k, cubes in rows:
+            self.put(key_of(k), self.prov.from_cubes(cubes))
