@@ -1,0 +1,47 @@
+# Two commands do everything on a fresh clone:  make demo  |  make test
+# (Python deps from PyPI into .venv/, JVM jars from Maven Central into git-ignored folders.)
+
+PY      ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+MVN     := mvn -q -B -s jvm/settings.xml
+STAMP   := $(VENV)/.installed
+
+.PHONY: setup jars venv demo test test-fast bench clean broker-start broker-stop
+
+setup: venv jars
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip setuptools wheel
+	$(VPY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+jars: jvm/spark/jars/.done jvm/kafka/libs/.done
+jvm/spark/jars/.done: jvm/spark/pom.xml jvm/settings.xml
+	rm -rf jvm/spark/jars
+	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
+	touch $@
+jvm/kafka/libs/.done: jvm/kafka/pom.xml jvm/settings.xml
+	rm -rf jvm/kafka/libs
+	$(MVN) -f jvm/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+	touch $@
+
+demo: setup
+	$(VPY) -m streaming_app demo --duration $${DURATION:-60}
+
+test: setup
+	$(VPY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# Pure-Python operator tests only (no Spark, no Kafka): seconds to a few minutes.
+test-fast: venv
+	$(VPY) -m pytest -q -m "not spark and not kafka" $(PYTEST_ARGS)
+
+broker-start: setup
+	$(VPY) -m streaming_app broker start
+broker-stop:
+	$(VPY) -m streaming_app broker stop
+
+clean:
+	rm -rf var/ lake/ checkpoints/*/ .pytest_cache

@@ -1,0 +1,160 @@
+"""Delta sinks: mirror tables kept by MERGE, idempotent appends, and the lake's layout.
+
+Every write carries the micro-batch id as a Delta application transaction
+(``txnAppId``/``txnVersion``): a batch that Spark replays after a crash finds its earlier
+commit recorded in the table's log and Delta skips it, so nothing is written twice. MERGE,
+which takes no writer options, gets the same pair through the session confs
+``spark.databricks.delta.write.txnAppId/txnVersion``, set for that one command only.
+
+Layout under the lake root: ``mirrors/<table>`` (one per CDC base table, change data feed
+on, so maintainers can read exact signed deltas between versions) and one folder per output
+table (``quarantine``, ``batches``, ``sketches``...).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+
+from streaming_app.config import TableConfig
+
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+DELETED = "__deleted"
+
+
+def arrow_type(typ: str) -> pa.DataType:
+    m = _DECIMAL.match(typ)
+    if m:
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    return {
+        "int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string(),
+        "boolean": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+    }[typ]
+
+
+def spark_ddl_type(typ: str) -> str:
+    m = _DECIMAL.match(typ)
+    if m:
+        return f"DECIMAL({m.group(1)},{m.group(2)})"
+    return {"int": "INT", "long": "BIGINT", "double": "DOUBLE", "string": "STRING",
+            "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}[typ]
+
+
+def arrow_schema(table: TableConfig) -> pa.Schema:
+    return pa.schema([pa.field(c, arrow_type(t), nullable=c not in table.primary_key)
+                      for c, t in table.columns])
+
+
+def table_ddl(table: TableConfig) -> str:
+    return ", ".join(f"`{c}` {spark_ddl_type(t)}" for c, t in table.columns)
+
+
+class Lake:
+    """Paths of the lake's tables under one root."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def mirror(self, table: str) -> str:
+        return str(self.root / "mirrors" / table)
+
+    def output(self, name: str) -> str:
+        return str(self.root / name)
+
+
+def exists(spark, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
+                 partition_by: Iterable[str] = ()) -> None:
+    """Create the Delta table at ``path`` with the DDL column list unless it exists."""
+    if exists(spark, path):
+        return
+    props = "'delta.enableChangeDataFeed' = 'true'" if cdf else "'delta.enableChangeDataFeed' = 'false'"
+    parts = list(partition_by)
+    part = f" PARTITIONED BY ({', '.join(parts)})" if parts else ""
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({ddl}) USING DELTA{part} "
+              f"TBLPROPERTIES ({props})")
+
+
+def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
+    path = lake.mirror(table.name)
+    ensure_table(spark, path, table_ddl(table), cdf=True)
+    return path
+
+
+@contextmanager
+def txn(spark, app_id: str, batch_id: int):
+    """Make the Delta command(s) inside idempotent on (app_id, batch_id)."""
+    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
+    spark.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.databricks.delta.write.txnAppId")
+        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+
+
+def latest_version(spark, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+
+
+def mirror_changes_frame(table: TableConfig, final: dict[tuple, dict | None]) -> pa.Table:
+    """One row per changed key: the final image, or the key alone flagged deleted."""
+    schema = arrow_schema(table)
+    cols: dict[str, list] = {c: [] for c in table.column_names}
+    deleted: list[bool] = []
+    for key, row in final.items():
+        if row is None:
+            keyed = dict(zip(table.primary_key, key))
+            for c in table.column_names:
+                cols[c].append(keyed.get(c))
+            deleted.append(True)
+        else:
+            for c in table.column_names:
+                cols[c].append(row[c])
+            deleted.append(False)
+    arrays = [pa.array(cols[f.name], type=f.type) for f in schema]
+    return pa.Table.from_arrays(arrays + [pa.array(deleted, pa.bool_())],
+                                schema=pa.schema(list(schema) + [pa.field(DELETED, pa.bool_())]))
+
+
+def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
+                 app_id: str, batch_id: int) -> None:
+    """Apply one batch's final images to the mirror in one MERGE commit (idempotent)."""
+    from delta.tables import DeltaTable
+
+    if changes.num_rows == 0:
+        return
+    src = spark.createDataFrame(changes)
+    cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.primary_key)
+    values = {f"`{c}`": f"s.`{c}`" for c in table.column_names}
+    with txn(spark, app_id, batch_id):
+        (DeltaTable.forPath(spark, path).alias("t")
+         .merge(src.alias("s"), cond)
+         .whenMatchedDelete(condition=f"s.{DELETED}")
+         .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=values)
+         .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=values)
+         .execute())
+
+
+def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id: int) -> None:
+    """Append rows to a Delta table, skipped if this (app_id, batch_id) was written before."""
+    df = spark.createDataFrame(data) if isinstance(data, pa.Table) else data
+    (df.write.format("delta").mode("append")
+     .option("txnAppId", app_id).option("txnVersion", batch_id)
+     .save(path))
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

@@ -1,0 +1,257 @@
+"""A real Apache Kafka broker (KRaft, single node) run from the Maven Central jars.
+
+`ivmstream broker start|stop|status` and the test suite both use this module: one JVM that
+is broker and controller at once, listening on 127.0.0.1 only, its data and log under one
+folder. Start formats the storage on first use, launches the JVM in its own session, waits
+until the broker answers a metadata request, and records the pid; stop ends that pid only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from operators.errors import IvmError
+from streaming_app.jars import kafka_classpath
+
+LOOPBACK = "127.0.0.1"
+
+
+class BrokerError(IvmError):
+    code = "IVM500"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+@dataclass
+class EmbeddedBroker:
+    """One KRaft broker+controller on loopback; ``home`` holds config, data, log and pid."""
+
+    home: Path
+    port: int = 9092
+    heap: str = "512m"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "broker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "broker.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "server.properties"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def _write_config(self, controller_port: int) -> None:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "2",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "num.recovery.threads.per.data.dir": "1",
+            "auto.create.topics.enable": "false",
+            # Keep CDC history: the job may be restarted from an old checkpoint.
+            "log.retention.hours": "-1",
+        }
+        self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _java(self, *args: str, **kw) -> subprocess.CompletedProcess:
+        cmd = ["java", f"-Xmx{self.heap}", "-Xms128m",
+               f"-Dlog4j2.configurationFile={self._log4j()}",
+               "-cp", kafka_classpath(), *args]
+        return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+    def _log4j(self) -> Path:
+        p = self.home / "log4j2.properties"
+        if not p.exists():
+            p.write_text(
+                "rootLogger.level=WARN\nrootLogger.appenderRef.f.ref=F\n"
+                "appender.f.type=File\nappender.f.name=F\n"
+                f"appender.f.fileName={self.log_file}\n"
+                "appender.f.layout.type=PatternLayout\n"
+                "appender.f.layout.pattern=[%d] %p %m (%c)%n\n"
+                "logger.kafka.name=kafka\nlogger.kafka.level=INFO\n"
+            )
+        return p
+
+    def start(self, timeout_s: float = 90.0) -> "EmbeddedBroker":
+        """Start (or find running) and return once the broker serves metadata."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        running = self.pid()
+        if running:
+            self._wait_ready(timeout_s, running)
+            return self
+        if _port_open(self.port):
+            raise BrokerError(f"port {self.port} is already taken by another process; "
+                              "choose another with --port")
+        cport_file = self.home / "controller.port"
+        if not (self.data_dir / "meta.properties").exists():
+            controller_port = free_port()
+            cport_file.write_text(str(controller_port))
+            self._write_config(controller_port)
+            r = self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+                           "-c", str(self.config_file), timeout=120)
+            if r.returncode != 0:
+                raise BrokerError(f"formatting Kafka storage in {self.data_dir} failed:\n{r.stdout}\n{r.stderr}")
+        else:
+            # The quorum voter set is fixed at format time: keep the controller port.
+            self._write_config(int(cport_file.read_text()))
+        out = open(self.home / "broker.out", "ab")
+        proc = subprocess.Popen(
+            ["java", f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseSerialGC",
+             f"-Dlog4j2.configurationFile={self._log4j()}",
+             "-cp", kafka_classpath(), "kafka.Kafka", str(self.config_file)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.pid_file.write_text(str(proc.pid))
+        self._wait_ready(timeout_s, proc.pid)
+        return self
+
+    def _wait_ready(self, timeout_s: float, pid: int) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                tail = _tail(self.home / "broker.out") + _tail(self.log_file)
+                raise BrokerError(f"Kafka broker (pid {pid}) exited during start-up:\n{tail}")
+            if _port_open(self.port) and self._metadata_ok():
+                return
+            time.sleep(0.5)
+        raise BrokerError(f"Kafka broker on port {self.port} not ready after {timeout_s:.0f}s; "
+                          f"see {self.log_file}")
+
+    def _metadata_ok(self) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000,
+                                     client_id="ivmstream-probe")
+            try:
+                admin.list_topics()
+                return True
+            finally:
+                admin.close()
+        except (KafkaError, OSError, ValueError):
+            return False
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """End the recorded broker process; True if one was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            _reap(pid)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> dict:
+        pid = self.pid()
+        return {"running": pid is not None, "pid": pid, "bootstrap": self.bootstrap,
+                "home": str(self.home), "ready": bool(pid and _port_open(self.port))}
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _tail(path: Path, n: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
+    except OSError:
+        return ""
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
+    """Create the topics that do not exist yet (idempotent)."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
+    try:
+        existing = set(admin.list_topics())
+        new = [NewTopic(t, num_partitions=partitions, replication_factor=1)
+               for t in topics if t not in existing]
+        if new:
+            admin.create_topics(new)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not {t.name for t in new} <= set(admin.list_topics()):
+                time.sleep(0.2)
+    finally:
+        admin.close()

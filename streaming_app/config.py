@@ -1,0 +1,230 @@
+"""The job's configuration: one TOML file, read once into frozen dataclasses.
+
+Environment variables are read here and nowhere else (``IVMSTREAM_*``); CLI flags override
+the file, the environment overrides neither silently: every flag shows its variable in
+``--help``. Every mistake raises ``ConfigError`` naming the file, the section and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from operators.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Column types a table may declare, and the Spark / Arrow types they map to.
+SIMPLE_TYPES = ("int", "long", "double", "string", "date", "timestamp", "boolean")
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+ENV = {
+    "bootstrap_servers": "IVMSTREAM_BOOTSTRAP_SERVERS",
+    "lake_root": "IVMSTREAM_LAKE_ROOT",
+    "checkpoint_root": "IVMSTREAM_CHECKPOINT_ROOT",
+    "master": "IVMSTREAM_SPARK_MASTER",
+    "config": "IVMSTREAM_CONFIG",
+    "broker_port": "IVMSTREAM_BROKER_PORT",
+    "broker_dir": "IVMSTREAM_BROKER_DIR",
+}
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """The one place the process environment is read."""
+    return os.environ.get(ENV[name], default)
+
+
+def parse_type(spec: str, where: str) -> str:
+    spec = spec.strip().lower()
+    if spec in SIMPLE_TYPES or _DECIMAL.match(spec):
+        return spec
+    raise ConfigError(
+        f"{where}: unknown column type {spec!r}; use one of {', '.join(SIMPLE_TYPES)} or decimal(p,s)"
+    )
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A CDC-fed base table: its topic, columns in order with types, and primary key."""
+
+    name: str
+    topic: str
+    columns: tuple[tuple[str, str], ...]
+    primary_key: tuple[str, ...]
+    source_table: str | None = None  # Debezium source.table, when several tables share a topic
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c for c, _ in self.columns]
+
+    def type_of(self, column: str) -> str:
+        return dict(self.columns)[column]
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int = 10_000
+    extra_options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str = "local[*]"
+    ui: bool = True
+    ui_port: int = 4040
+    driver_memory: str = "2g"
+    shuffle_partitions: int = 2
+    extra_conf: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str = "ivmstream"
+    lake_root: Path = REPO_ROOT / "lake"
+    checkpoint_root: Path = REPO_ROOT / "checkpoints"
+    trigger_interval_s: float = 2.0
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    tables: tuple[TableConfig, ...] = ()
+    source_file: Path | None = None
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.checkpoint_root / self.name
+
+    def table(self, name: str) -> TableConfig:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise ConfigError(f"no table named {name!r} in {self.source_file or 'the config'}")
+
+    def tables_for_topic(self, topic: str) -> list[TableConfig]:
+        return [t for t in self.tables if t.topic == topic]
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({t.topic for t in self.tables})
+
+    def with_overrides(self, **kw: Any) -> "JobConfig":
+        """CLI flags win over the file: returns a copy with the given non-None fields set."""
+        kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
+        spark_kw = {k: kw.pop(k) for k in ("master", "ui") if kw.get(k) is not None}
+        kw = {k: v for k, v in kw.items() if v is not None}
+        cfg = replace(self, **kw)
+        if kafka_kw:
+            cfg = replace(cfg, kafka=replace(cfg.kafka, **kafka_kw))
+        if spark_kw:
+            cfg = replace(cfg, spark=replace(cfg.spark, **spark_kw))
+        return cfg
+
+
+_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
+_KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
+_SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions", "conf"}
+_TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table"}
+
+
+def _check_keys(section: dict, allowed: set[str], where: str) -> None:
+    unknown = set(section) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+
+def _path(value: Any, base: Path, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a path string, got {value!r}")
+    p = Path(value)
+    return p if p.is_absolute() else (base / p).resolve()
+
+
+def _table(raw: dict, i: int, where: str) -> TableConfig:
+    w = f"{where}: [[tables]] #{i + 1}"
+    _check_keys(raw, _TABLE_KEYS, w)
+    for k in ("name", "topic", "columns", "primary_key"):
+        if k not in raw:
+            raise ConfigError(f"{w}: missing key {k!r}")
+    name = raw["name"]
+    w = f"{where}: table {name!r}"
+    if not isinstance(raw["columns"], dict) or not raw["columns"]:
+        raise ConfigError(f"{w}: 'columns' must be a non-empty table of name = \"type\"")
+    columns = tuple((str(c), parse_type(str(t), f"{w}, column {c!r}")) for c, t in raw["columns"].items())
+    pk = raw["primary_key"]
+    pk = (pk,) if isinstance(pk, str) else tuple(pk)
+    names = {c for c, _ in columns}
+    missing = [k for k in pk if k not in names]
+    if not pk or missing:
+        raise ConfigError(f"{w}: primary_key {list(pk)} must name declared columns (missing: {missing})")
+    return TableConfig(name=name, topic=str(raw["topic"]), columns=columns, primary_key=pk,
+                       source_table=raw.get("source_table"))
+
+
+def parse_config(data: dict, source: Path | None = None) -> JobConfig:
+    where = str(source) if source else "config"
+    base = source.parent if source else Path.cwd()
+    _check_keys(data, {"job", "kafka", "spark", "tables"}, where)
+    job = data.get("job", {})
+    _check_keys(job, _JOB_KEYS, f"{where}: [job]")
+    kafka = data.get("kafka", {})
+    _check_keys(kafka, _KAFKA_KEYS, f"{where}: [kafka]")
+    spark = data.get("spark", {})
+    _check_keys(spark, _SPARK_KEYS, f"{where}: [spark]")
+    try:
+        kcfg = KafkaConfig(
+            bootstrap_servers=str(kafka.get("bootstrap_servers", KafkaConfig.bootstrap_servers)),
+            starting_offsets=str(kafka.get("starting_offsets", "earliest")),
+            max_offsets_per_trigger=int(kafka.get("max_offsets_per_trigger", 10_000)),
+            extra_options=tuple((str(k), str(v)) for k, v in kafka.get("options", {}).items()),
+        )
+        scfg = SparkConfig(
+            master=str(spark.get("master", "local[*]")),
+            ui=bool(spark.get("ui", True)),
+            ui_port=int(spark.get("ui_port", 4040)),
+            driver_memory=str(spark.get("driver_memory", "2g")),
+            shuffle_partitions=int(spark.get("shuffle_partitions", 2)),
+            extra_conf=tuple((str(k), str(v)) for k, v in spark.get("conf", {}).items()),
+        )
+        trigger = float(job.get("trigger_interval_s", 2.0))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {e}") from e
+    if kcfg.max_offsets_per_trigger <= 0 or trigger < 0:
+        raise ConfigError(f"{where}: max_offsets_per_trigger must be > 0 and trigger_interval_s >= 0")
+    tables = tuple(_table(t, i, where) for i, t in enumerate(data.get("tables", [])))
+    names = [t.name for t in tables]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: duplicate table names in {names}")
+    for topic in {t.topic for t in tables}:
+        shared = [t for t in tables if t.topic == topic]
+        if len(shared) > 1 and any(t.source_table is None for t in shared):
+            raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
+                              "give each a source_table to tell their records apart")
+    name = str(job.get("name", "ivmstream"))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ConfigError(f"{where}: [job] name {name!r} may hold letters, digits, '_', '-', '.' only")
+    return JobConfig(
+        name=name,
+        lake_root=_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
+        checkpoint_root=_path(job.get("checkpoint_root", "checkpoints"), base,
+                              f"{where}: [job] checkpoint_root"),
+        trigger_interval_s=trigger,
+        kafka=kcfg,
+        spark=scfg,
+        tables=tables,
+        source_file=source,
+    )
+
+
+def load_config(path: str | Path) -> JobConfig:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from e
+    return parse_config(data, p.resolve())

@@ -1,0 +1,58 @@
+"""Where the project's JVM jars are, and which of them Spark must be handed.
+
+`make jars` resolves two Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
+Spark's Kafka source with their transitive jars) and ``jvm/kafka/libs`` (the Kafka broker).
+Maven's transitive closure repeats many jars that the pyspark wheel already ships (Hadoop,
+Jackson, Parquet, Scala); handing Spark a second, older copy of those breaks class loading,
+so ``spark_jars()`` keeps only the artifacts pyspark does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from operators.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPARK_JARS_DIR = Path(os.environ.get("IVMSTREAM_SPARK_JARS", REPO_ROOT / "jvm" / "spark" / "jars"))
+KAFKA_LIBS_DIR = Path(os.environ.get("IVMSTREAM_KAFKA_LIBS", REPO_ROOT / "jvm" / "kafka" / "libs"))
+
+_ARTIFACT = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
+
+
+def artifact_name(jar_file: str) -> str:
+    """``jackson-core-2.21.2.jar`` -> ``jackson-core`` (the name without its version)."""
+    m = _ARTIFACT.match(jar_file)
+    return m.group("artifact") if m else jar_file.removesuffix(".jar")
+
+
+def pyspark_jars_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ConfigError("pyspark is not installed in this environment (run `make setup`)")
+    return Path(spec.origin).parent / "jars"
+
+
+def spark_jars() -> list[Path]:
+    """The jars to put on ``spark.jars``: our Maven closure minus what pyspark ships."""
+    if not SPARK_JARS_DIR.is_dir() or not any(SPARK_JARS_DIR.glob("*.jar")):
+        raise ConfigError(
+            f"Spark's extra jars are missing from {SPARK_JARS_DIR}; run `make jars` "
+            "(resolves jvm/spark/pom.xml from Maven Central once)"
+        )
+    shipped = {artifact_name(p.name) for p in pyspark_jars_dir().glob("*.jar")}
+    return sorted(p for p in SPARK_JARS_DIR.glob("*.jar") if artifact_name(p.name) not in shipped)
+
+
+def kafka_classpath() -> str:
+    """Classpath of the embedded Kafka broker."""
+    if not KAFKA_LIBS_DIR.is_dir() or not any(KAFKA_LIBS_DIR.glob("kafka_2.13-*.jar")):
+        raise ConfigError(
+            f"Kafka broker jars are missing from {KAFKA_LIBS_DIR}; run `make jars` "
+            "(resolves jvm/kafka/pom.xml from Maven Central once)"
+        )
+    return str(KAFKA_LIBS_DIR / "*")

@@ -1,0 +1,243 @@
+"""The streaming job: Kafka CDC -> decode -> Delta mirrors -> maintainers -> batch record.
+
+One Structured Streaming query reads every configured topic with Spark's Kafka source and
+hands each micro-batch to ``IngestJob.process_batch`` through ``foreachBatch``:
+
+  1. collect the batch's Kafka records to the driver as Arrow (bounded by
+     ``max_offsets_per_trigger``) and decode them (connectors.debezium); bad records become
+     ``quarantine`` rows;
+  2. reduce each table's events to the final image per primary key and MERGE them into the
+     table's Delta mirror, one commit per table per batch;
+  3. run the registered maintainers (sketches, triangles, recursive views) on what changed;
+  4. append the ``batches`` row last.
+
+Exactly once: Spark replays an uncommitted batch with the same id and offsets; every Delta
+write carries (app id, batch id) so the replay skips what was already committed, and a batch
+whose ``batches`` row exists is skipped whole. The app id is the job name plus the
+streaming query id, which lives in the checkpoint: a fresh checkpoint is a fresh writer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+from connectors.debezium import DecodedBatch, decode_batch, net_changes
+from streaming_app.config import JobConfig
+
+QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
+                  "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
+BATCHES_DDL = ("job STRING, app_id STRING, batch_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP, "
+               "kafka_offsets STRING, mirror_versions MAP<STRING, BIGINT>, records_in BIGINT, "
+               "events BIGINT, keys_changed BIGINT, quarantined BIGINT, tombstones BIGINT, "
+               "step_ms MAP<STRING, DOUBLE>, metrics STRING")
+
+
+@dataclass
+class BatchContext:
+    """What one micro-batch did so far; maintainers read it and add their metrics."""
+
+    batch_id: int
+    app_id: str
+    decoded: DecodedBatch
+    changed_tables: dict[str, int] = field(default_factory=dict)  # table -> new mirror version
+    previous_versions: dict[str, int] = field(default_factory=dict)  # table -> version before
+    mirror_versions: dict[str, int] = field(default_factory=dict)  # all mirrors after the batch
+    step_ms: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, object] = field(default_factory=dict)
+
+
+class Maintainer(Protocol):
+    """A consumer of mirror changes (sketch, triangle or view maintainer)."""
+
+    name: str
+
+    def setup(self, spark, job: "IngestJob") -> None: ...
+
+    def on_batch(self, spark, job: "IngestJob", ctx: BatchContext) -> None: ...
+
+
+class IngestJob:
+    def __init__(self, cfg: JobConfig, spark, maintainers: list[Maintainer] | None = None,
+                 on_batch: Callable[[dict], None] | None = None):
+        self.cfg = cfg
+        self.spark = spark
+        self.lake = sink.Lake(cfg.lake_root)
+        self.maintainers = list(maintainers or [])
+        self.on_batch = on_batch
+        self.app_id: str | None = None
+        self._app_ready = threading.Event()
+        self.last_done: int | None = None  # loaded at the first batch, once app_id is known
+        self.versions: dict[str, int] = {}
+        self.totals = {"batches": 0, "records": 0, "events": 0, "quarantined": 0, "tombstones": 0}
+
+    # -- set-up -----------------------------------------------------------------------------
+    def setup(self) -> None:
+        spark = self.spark
+        for t in self.cfg.tables:
+            path = sink.ensure_mirror(spark, self.lake, t)
+            self.versions.setdefault(t.name, sink.latest_version(spark, path))
+        sink.ensure_table(spark, self.lake.output("quarantine"), QUARANTINE_DDL)
+        sink.ensure_table(spark, self.lake.output("batches"), BATCHES_DDL)
+        for m in self.maintainers:
+            m.setup(spark, self)
+
+    def _load_last_batch(self, spark) -> None:
+        """The last batch this writer (app id) completed, and the mirror versions it left."""
+        from pyspark.sql import functions as F
+
+        df = (spark.read.format("delta").load(self.lake.output("batches"))
+              .where(F.col("app_id") == self.app_id).orderBy(F.col("batch_id").desc()).limit(1))
+        row = df.first()
+        self.last_done = -1
+        if row is not None:
+            self.last_done = int(row["batch_id"])
+            self.versions.update({k: int(v) for k, v in (row["mirror_versions"] or {}).items()})
+
+    # -- the micro-batch ---------------------------------------------------------------------
+    def process_batch(self, batch_df, batch_id: int) -> None:
+        spark = batch_df.sparkSession
+        self._app_ready.wait(timeout=120)
+        if self.last_done is None:
+            self._load_last_batch(spark)
+        if batch_id <= self.last_done:
+            print(f"[{self.cfg.name}] batch {batch_id}: already committed before a restart; skipped", flush=True)
+            return
+        started = sink.utcnow()
+        steps: dict[str, float] = {}
+        t = time.perf_counter()
+        arrow = batch_df.select("topic", "partition", "offset", "key", "value").toArrow()
+        steps["collect"] = _ms(t)
+
+        t = time.perf_counter()
+        decoded = decode_batch(self.cfg, zip(*(arrow.column(c).to_pylist()
+                                               for c in ("topic", "partition", "offset", "key", "value"))))
+        steps["decode"] = _ms(t)
+        ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
+
+        t = time.perf_counter()
+        keys_changed = 0
+        for table in self.cfg.tables:
+            events = decoded.events.get(table.name) or []
+            if not events:
+                continue
+            final = net_changes(events)
+            keys_changed += len(final)
+            path = self.lake.mirror(table.name)
+            sink.merge_mirror(spark, path, table, sink.mirror_changes_frame(table, final), ctx.app_id, batch_id)
+            ctx.previous_versions[table.name] = self.versions.get(table.name, 0)
+            ctx.changed_tables[table.name] = sink.latest_version(spark, path)
+        steps["mirror"] = _ms(t)
+        ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
+
+        t = time.perf_counter()
+        if decoded.rejected:
+            sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(decoded, batch_id),
+                        ctx.app_id, batch_id)
+        steps["quarantine"] = _ms(t)
+
+        ctx.step_ms = steps
+        for m in self.maintainers:
+            t = time.perf_counter()
+            m.on_batch(spark, self, ctx)
+            steps[f"maintain:{m.name}"] = _ms(t)
+
+        row = {
+            "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
+            "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(_offsets(arrow)),
+            "mirror_versions": ctx.mirror_versions, "records_in": decoded.records,
+            "events": sum(len(v) for v in decoded.events.values()), "keys_changed": keys_changed,
+            "quarantined": len(decoded.rejected), "tombstones": decoded.tombstones,
+            "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
+        }
+        t = time.perf_counter()
+        sink.append(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
+        steps["batch_record"] = _ms(t)
+
+        self.versions = ctx.mirror_versions
+        self.last_done = batch_id
+        for k, key in (("batches", None), ("records", "records_in"), ("events", "events"),
+                       ("quarantined", "quarantined"), ("tombstones", "tombstones")):
+            self.totals[k] += 1 if key is None else row[key]
+        if self.on_batch:
+            self.on_batch({**row, "step_ms": dict(steps)})
+
+    def _quarantine_rows(self, decoded: DecodedBatch, batch_id: int) -> pa.Table:
+        now = sink.utcnow()
+        rs = decoded.rejected
+        return pa.table({
+            "job": pa.array([self.cfg.name] * len(rs), pa.string()),
+            "batch_id": pa.array([batch_id] * len(rs), pa.int64()),
+            "topic": pa.array([r.topic for r in rs], pa.string()),
+            "partition": pa.array([r.partition for r in rs], pa.int32()),
+            "offset": pa.array([r.offset for r in rs], pa.int64()),
+            "key": pa.array([r.key for r in rs], pa.string()),
+            "value": pa.array([r.value for r in rs], pa.string()),
+            "error_code": pa.array([r.code for r in rs], pa.string()),
+            "reason": pa.array([r.reason for r in rs], pa.string()),
+            "quarantined_at": pa.array([now] * len(rs), pa.timestamp("us", tz="UTC")),
+        })
+
+    # -- the streaming query -----------------------------------------------------------------
+    def start(self, available_now: bool = False):
+        """Start the streaming query; returns the StreamingQuery."""
+        cfg = self.cfg
+        self.setup()
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", cfg.kafka.bootstrap_servers)
+                  .option("subscribe", ",".join(cfg.topics))
+                  .option("startingOffsets", cfg.kafka.starting_offsets)
+                  .option("maxOffsetsPerTrigger", str(cfg.kafka.max_offsets_per_trigger)))
+        for k, v in cfg.kafka.extra_options:
+            reader = reader.option(k, v)
+        writer = (reader.load().writeStream.queryName(cfg.name)
+                  .option("checkpointLocation", str(cfg.checkpoint_dir))
+                  .foreachBatch(self.process_batch))
+        writer = (writer.trigger(availableNow=True) if available_now
+                  else writer.trigger(processingTime=f"{cfg.trigger_interval_s} seconds"))
+        query = writer.start()
+        # The query id persists in the checkpoint across restarts: it names this writer.
+        self.app_id = f"{cfg.name}:{query.id}"
+        self._app_ready.set()
+        return query
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000.0, 3)
+
+
+def _offsets(arrow: pa.Table) -> dict:
+    out: dict[str, dict[str, list[int]]] = {}
+    if arrow.num_rows == 0:
+        return out
+    for topic, part, off in zip(arrow.column("topic").to_pylist(), arrow.column("partition").to_pylist(),
+                                arrow.column("offset").to_pylist()):
+        lo_hi = out.setdefault(topic, {}).setdefault(str(part), [off, off])
+        lo_hi[0] = min(lo_hi[0], off)
+        lo_hi[1] = max(lo_hi[1], off)
+    return out
+
+
+def _batches_frame(row: dict) -> pa.Table:
+    return pa.table({
+        "job": pa.array([row["job"]], pa.string()),
+        "app_id": pa.array([row["app_id"]], pa.string()),
+        "batch_id": pa.array([row["batch_id"]], pa.int64()),
+        "started_at": pa.array([row["started_at"]], pa.timestamp("us", tz="UTC")),
+        "finished_at": pa.array([row["finished_at"]], pa.timestamp("us", tz="UTC")),
+        "kafka_offsets": pa.array([row["kafka_offsets"]], pa.string()),
+        "mirror_versions": pa.array([list(row["mirror_versions"].items())], pa.map_(pa.string(), pa.int64())),
+        "records_in": pa.array([row["records_in"]], pa.int64()),
+        "events": pa.array([row["events"]], pa.int64()),
+        "keys_changed": pa.array([row["keys_changed"]], pa.int64()),
+        "quarantined": pa.array([row["quarantined"]], pa.int64()),
+        "tombstones": pa.array([row["tombstones"]], pa.int64()),
+        "step_ms": pa.array([list(row["step_ms"].items())], pa.map_(pa.string(), pa.float64())),
+        "metrics": pa.array([row["metrics"]], pa.string()),
+    })
