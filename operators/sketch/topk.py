@@ -1,0 +1,180 @@
+"""ORDER BY ... LIMIT k (top-k) over annotated deltas (IMP Sec. 5.2.8, 7.1, 7.2).
+
+Order and ties: rows are ordered by the ORDER BY keys (ASC puts NULLs last, DESC puts
+them first, as Postgres does); ties on the keys are broken by all remaining columns in
+ascending order (PBDS's ``<_O``), then by the row's sketch (its sorted fragment ids).
+This is a total order on annotated tuples, so "the first k" is always well defined and
+independent of batch boundaries; equal annotated tuples count with their multiplicity.
+Incremental rule: remember the emitted top-k; apply the delta to the ordered state; take
+the new top-k and emit the multiset difference (deletes for rows that left, inserts for
+rows that entered) - at most one pair of changes per affected row and batch.
+State kept (``topk.ordered.v1``): a SortedDict from order key to ⟨row, sketch, count⟩,
+the emitted top-k, and for the bounded variant (keep only the best m rows) a frontier:
+every untracked row sorts at or after it.  When deletions leave fewer than k tracked
+rows while some were dropped, ``RecaptureRequired`` is raised.
+Sketches: the top-k rows keep their own sketches; rows outside the top-k contribute none.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from sortedcontainers import SortedDict
+
+from operators.errors import InvariantError
+from operators.sketch.aggregate import RecaptureRequired
+from operators.sketch.delta import Delta, as_sets, bits_from_ids, ids_of
+
+ENCODING = "topk.ordered.v1"
+
+
+@functools.total_ordering
+class _Rev:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, o):
+        return self.v == o.v
+
+    def __lt__(self, o):
+        return o.v < self.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+    def __reduce__(self):
+        return (_Rev, (self.v,))
+
+
+def _nk(v):
+    return (1, 0) if v is None else (0, v)
+
+
+def order_key(order, row, sketch_ids) -> tuple:
+    """The total order described in the module docstring."""
+    main = tuple(_Rev(_nk(row[i])) if desc else _nk(row[i]) for i, desc in order)
+    return main + tuple(_nk(v) for v in row) + (tuple(sketch_ids),)
+
+
+@dataclass(frozen=True)
+class TopKSpec:
+    order: tuple  # ((column position, desc), ...)
+    k: int
+    columns: tuple  # column ids (input = output)
+    nbits: int = 1
+    bound: int | None = None
+    name: str = "topk"
+
+
+@dataclass
+class TopKState:
+    entries: SortedDict = field(default_factory=SortedDict)  # key -> [row, bits, count]
+    emitted: Counter = field(default_factory=Counter)  # key -> count in the current top-k
+    frontier: tuple | None = None
+    types: list | None = None
+    encoding: str = ENCODING
+
+
+def _kept(state) -> int:
+    return sum(e[2] for e in state.entries.values())
+
+
+def _top(spec, state) -> Counter:
+    out, left = Counter(), spec.k
+    for key, e in state.entries.items():
+        if left <= 0:
+            break
+        c = min(e[2], left)
+        out[key] = c
+        left -= c
+    if left > 0 and state.frontier is not None:
+        raise RecaptureRequired(f"{spec.name}: bounded top-{spec.k} state holds fewer than k rows")
+    return out
+
+
+def step(spec: TopKSpec, state: TopKState, d: Delta | None):
+    if d is None or len(d) == 0:
+        return state, None
+    if state.types is None:
+        state.types = [d.table.schema.field(c).type for c in spec.columns]
+    rows = list(zip(*[d.table.column(c).to_pylist() for c in spec.columns]))
+    sk = as_sets(d.sketch, spec.nbits)
+    ent, F = state.entries, state.frontier
+    for row, bits, w in zip(rows, sk, d.weight.tolist()):
+        key = order_key(spec.order, row, ids_of(bits))
+        if F is not None and key >= F:
+            continue  # untracked region of the bounded state
+        e = ent.get(key)
+        if e is None:
+            if w < 0:
+                raise InvariantError(f"{spec.name}: delete of a row not in the state: {row!r}")
+            ent[key] = [row, bits, w]
+        else:
+            e[2] += w
+            if e[2] == 0:
+                del ent[key]
+            elif e[2] < 0:
+                raise InvariantError(f"{spec.name}: negative multiplicity for row {row!r}")
+    if spec.bound is not None:
+        total = _kept(state)
+        while total > spec.bound and len(ent) > 1:
+            key, e = ent.popitem(-1)
+            total -= e[2]
+            F = key if F is None or key < F else F
+        state.frontier = F
+    new = _top(spec, state)
+    old = state.emitted
+    out_rows, out_bits, out_w = [], [], []
+    for key in set(old) | set(new):
+        dc = new.get(key, 0) - old.get(key, 0)
+        if dc == 0:
+            continue
+        e = ent.get(key)
+        if e is None:  # left the state entirely: the key embeds the row and its sketch
+            row, bits = _from_key(spec, key)
+        else:
+            row, bits = e[0], e[1]
+        out_rows.append(row)
+        out_bits.append(bits)
+        out_w.append(dc)
+    state.emitted = new
+    if not out_rows:
+        return state, None
+    cols = list(zip(*out_rows))
+    arrays = [pa.array(list(c), type=t) for c, t in zip(cols, state.types)]
+    sk_out = np.empty(len(out_bits), dtype=object)
+    for i, b in enumerate(out_bits):
+        sk_out[i] = b
+    return state, Delta(pa.Table.from_arrays(arrays, names=list(spec.columns)), np.asarray(out_w, np.int64), sk_out)
+
+
+def _from_key(spec: TopKSpec, key):
+    """Recover ⟨row, sketch⟩ from an order key (the key embeds the whole row and sketch)."""
+    n = len(spec.columns)
+    tail = key[len(spec.order):]
+    row = tuple(None if flag == 1 else v for flag, v in tail[:n])
+    return row, bits_from_ids(tail[n], spec.nbits)
+
+
+def reference_topk(spec: TopKSpec, columns, bag) -> list:
+    """From scratch: sort the whole annotated bag by the total order and cut at k."""
+    pos = [columns.index(c) for c in spec.columns]
+    items = Counter()
+    for row, sk, m in bag:
+        r = tuple(row[p] for p in pos)
+        items[(r, frozenset(sk))] += m
+    ordered = sorted((k for k, m in items.items() if m > 0), key=lambda k: order_key(spec.order, k[0], sorted(k[1])))
+    out, left = [], spec.k
+    for k in ordered:
+        if left <= 0:
+            break
+        c = min(items[k], left)
+        out.append((k[0], k[1], c))
+        left -= c
+    return out
