@@ -18,12 +18,26 @@ import sys
 from collections import defaultdict
 from typing import Hashable, Iterable
 
+import dd.bdd
 from dd.autoref import BDD
 
 from operators.errors import InvariantError
 
 # dd's pure-Python BDD recurses once per variable level; a path of n edges is an n-deep BDD.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+
+
+
+class _QuietManager(dd.bdd.BDD):
+    """dd's node manager without the leak assertion in ``__del__``.
+
+    When a view sits in a garbage cycle (e.g. held by a traceback), Python may finalise the
+    manager before the formulas that still point into it; dd then raises "nodes still
+    referenced upon shutdown". That is not a leak here: everything is being freed together.
+    """
+
+    def __del__(self) -> None:
+        pass
 
 BYTES_PER_NODE = 12  # serialised BDD node = (variable id, low id, high id) as 32-bit ints
 
@@ -33,6 +47,7 @@ class Provenance:
 
     def __init__(self) -> None:
         self.bdd = BDD()
+        self.bdd._bdd.__class__ = _QuietManager
         self.true = self.bdd.true
         self.false = self.bdd.false
         self.labels: dict[str, str] = {}
