@@ -229,16 +229,10 @@ class SetImpl:
     def explain(self, r) -> str:
         from operators.recursive.reference import reference_provenance
 
-        prov, formulas = reference_provenance(self.spec, self.front, self.bases_with_vars(),
-                                              self.edges_with_vars(), wanted=r)
+        prov, formulas = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),
+                                              self.front.live_edges())
         f = formulas.get(r)
         return "false" if f is None else prov.render(f)
-
-    def bases_with_vars(self):
-        return self.front.live_bases()
-
-    def edges_with_vars(self):
-        return self.front.live_edges()
 
     def stats(self) -> dict:
         s = dict(self.stats_)

@@ -31,6 +31,14 @@ class Events:
     edges: list = field(default_factory=list)  # (edge, vars)
 
 
+def drop_dead_additions(ev: Events) -> Events:
+    """A tuple inserted and replaced within one batch never reaches the view."""
+    if ev.dead:
+        ev.bases = [(t, vs) for t, vs in ev.bases if ev.dead.isdisjoint(vs)]
+        ev.edges = [(t, vs) for t, vs in ev.edges if ev.dead.isdisjoint(vs)]
+    return ev
+
+
 def bad(msg: str) -> IvmError:
     return IvmError(msg, code=DATA_BAD_EDGE)
 
@@ -151,7 +159,7 @@ class LinkFront(_Front):
             if var is not None:
                 ev.bases.append((self.to_base(src, dst, cost), (var,)))
                 ev.edges.append((self.to_edge(src, dst, cost), (var,)))
-        return ev
+        return drop_dead_additions(ev)
 
     def expire(self, now) -> Events:
         ev = Events()

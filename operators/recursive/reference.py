@@ -15,15 +15,17 @@ from operators.recursive.engine import Spec
 from operators.recursive.provenance import Provenance
 
 
-def reference_provenance(spec: Spec, front, bases, edges, wanted=None):
+def reference_provenance(spec: Spec, labels: dict, bases, edges):
     """(Provenance, {tuple: formula}) for every derivable tuple (all paths, not only the best).
 
-    ``bases``/``edges``: iterables of (tuple, variable names). For shortest paths the tuples are
-    simple paths, so the result is finite; ``wanted`` is unused but documents the caller's row.
+    ``bases``/``edges``: lists of (tuple, variable names); ``labels``: variable -> readable name
+    (default: the variable name). For shortest paths the tuples are simple paths, so it is finite.
     """
     prov = Provenance()
-    for v, label in front.labels.items():
-        prov.declare(v, label)
+    for _, names in list(bases) + list(edges):
+        for v in names:
+            if v not in prov.labels:
+                prov.declare(v, labels.get(v, v))
     P: dict = {}
     for r, vs in bases:
         P[r] = P.get(r, prov.false) | prov.conj(vs)

@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 
 from operators.errors import ConfigError
 from operators.recursive.engine import Spec
-from operators.recursive.fronts import Events, _Front, _Store, _vertex, bad
+from operators.recursive.fronts import Events, _Front, _Store, _vertex, bad, drop_dead_additions
 from operators.recursive.views import ProvImpl, ViewDelta, _View, tup
 
 REGION = Spec(
@@ -124,7 +124,7 @@ class RegionFront(_Front):
                 if tag == "seed":
                     self.seeds_of[sid].add(key[0])
                 self._around(ev, sid)
-        return ev
+        return drop_dead_additions(ev)
 
     def _drop(self, ev, tag, key, var) -> None:
         if tag == "seed":
