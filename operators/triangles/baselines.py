@@ -35,15 +35,18 @@ class PlainCore:
             return len(a.keys() & b.keys())
         return sum([a[k] * b[k] for k in a.keys() & b.keys()])
 
-    def update_self(self, x, y, m) -> None:
+    def update_self(self, x, y, m, known=None) -> int:
         rows = self.rows[0]
-        ry, cx = rows.get(y), self.cols[0].get(x)
-        dq = 3 * m * self._dot(ry, cx) if ry and cx else 0
+        if known is None:
+            ry, cx = rows.get(y), self.cols[0].get(x)
+            known = self._dot(ry, cx) if ry and cx else 0
+        dq = 3 * m * known
         if x == y:
             rx = rows.get(x)
             dq += 3 * m * m * (rx.get(x, 0) if rx else 0) + m * m * m
         self.q += dq
         self._write(0, x, y, m)
+        return known
 
     def update_three(self, i, x, y, m) -> None:
         ry = self.rows[(i + 1) % 3].get(y)
@@ -80,9 +83,10 @@ class PlainCore:
 class RecountCore(PlainCore):
     """Same relations; Q recomputed from scratch after every single-tuple update."""
 
-    def update_self(self, x, y, m) -> None:
+    def update_self(self, x, y, m, known=None) -> int:
         self._write(0, x, y, m)
         self.q = static_q(self.rows, self.cols)
+        return 0
 
     def update_three(self, i, x, y, m) -> None:
         self._write(i, x, y, m)

@@ -29,7 +29,7 @@ class _BulkCore:
         self.rows = state.rows
         self.q = 0
         self.update_three = state.bulk_write
-        self.update_self = lambda x, y, m: state.bulk_write(0, x, y, m)
+        self.update_self = lambda x, y, m, known=None: state.bulk_write(0, x, y, m) or 0
 
 
 class TriangleCounter(GraphFrontend):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections import _count_elements  # C helper behind Counter.update(iterable)
 
 from operators.errors import ConfigError
 
@@ -98,6 +99,11 @@ class IvmEpsState:
         self.minor = 0
         self.moved = 0
         self.set_n(1)
+        self.bind()
+
+    def bind(self) -> None:
+        """Cache the self-join structures (call after replacing any of them)."""
+        self._c0 = (self.rows[0], self.heavy[0], self.rev_h[0], self.rev_l[0], self.views[0])
 
     # ---- thresholds -------------------------------------------------------------------
     def set_n(self, n: int) -> None:
@@ -105,31 +111,36 @@ class IvmEpsState:
         self.h_strict, self.h_up, self.h_down = thresholds(n, self.epsilon)
 
     # ---- single-tuple update, self-join form (Figure 5) --------------------------------
-    def update_self(self, x: int, y: int, m: int) -> None:
-        """OnUpdate for the one-relation (self-join) form: δR = {(x, y) ↦ m}."""
-        rows = self.rows[0]
-        heavy = self.heavy[0]
-        rev_h = self.rev_h[0]
-        rev_l = self.rev_l[0]
-        view = self.views[0]
+    def update_self(self, x: int, y: int, m: int, known: int | None = None) -> int:
+        """OnUpdate for the one-relation (self-join) form: δR = {(x, y) ↦ m}.
+
+        Returns s = Σ_c R(y, c)·R(c, x) (pre-update).  ``known`` passes s in when the caller
+        knows it: for the second orientation (y, x) of an undirected edge without self-loops
+        the sum is the same (the column of the just-written (x, y) only adds c = x, which
+        needs the absent R(x, x)), so it is computed once per undirected edge.
+        """
+        rows, heavy, rev_h, rev_l, view = self._c0
         unit = self.unit
         ry = rows.get(y)
         hx = rev_h.get(x)
-        s = 0
         y_heavy = y in heavy
-        if ry:
-            if y_heavy:
-                if hx:  # line 3: heavy y, heavy z
-                    s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
-                vy = view.get(y)
-                if vy:  # line 4: heavy y, light z via V(y, x)
-                    s += vy.get(x, 0)
-            else:
-                if hx:  # line 5: light y, heavy z
-                    s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
-                lx = rev_l.get(x)
-                if lx:  # line 6: light y, light z
-                    s += len(ry.keys() & lx.keys()) if unit else _dot(ry, lx)
+        if known is not None:
+            s = known
+        else:
+            s = 0
+            if ry:
+                if y_heavy:
+                    if hx:  # line 3: heavy y, heavy z
+                        s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
+                    vy = view.get(y)
+                    if vy:  # line 4: heavy y, light z via V(y, x)
+                        s += vy.get(x, 0)
+                else:
+                    if hx:  # line 5: light y, heavy z
+                        s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
+                    lx = rev_l.get(x)
+                    if lx:  # line 6: light y, light z
+                        s += len(ry.keys() & lx.keys()) if unit else _dot(ry, lx)
         rx = rows.get(x)
         dq = 3 * m * s
         if x == y:  # lines 7-9: only a self-loop binds all three variables
@@ -145,30 +156,48 @@ class IvmEpsState:
                 vx = view.get(x)
                 if vx is None:
                     vx = view[x] = {}
-                for c, w in ry.items():
-                    v = vx.get(c, 0) + m * w
-                    if v:
-                        vx[c] = v
-                    else:
-                        del vx[c]
+                if unit and m == 1:
+                    _count_elements(vx, ry)  # C loop: vx[c] += 1 for c in ry
+                else:
+                    for c, w in ry.items():
+                        v = vx.get(c, 0) + m * w
+                        if v:
+                            vx[c] = v
+                        else:
+                            del vx[c]
                 if not vx:
                     del view[x]
             rev = rev_h
         else:
             if hx:  # line 13 (fixed): V(a, y) += R_h(a, x)·m
-                for a, w in hx.items():
-                    va = view.get(a)
-                    if va is None:
-                        va = view[a] = {}
-                    v = va.get(y, 0) + w * m
-                    if v:
-                        va[y] = v
-                    else:
-                        del va[y]
-                        if not va:
-                            del view[a]
+                if unit:
+                    for a in hx:
+                        va = view.get(a)
+                        if va is None:
+                            view[a] = {y: m}
+                            continue
+                        v = va.get(y, 0) + m
+                        if v:
+                            va[y] = v
+                        else:
+                            del va[y]
+                            if not va:
+                                del view[a]
+                else:
+                    for a, w in hx.items():
+                        va = view.get(a)
+                        if va is None:
+                            va = view[a] = {}
+                        v = va.get(y, 0) + w * m
+                        if v:
+                            va[y] = v
+                        else:
+                            del va[y]
+                            if not va:
+                                del view[a]
             rev = rev_l
         self._write(0, rows, rev, rx, x, y, m, x_heavy)
+        return s
 
     # ---- single-tuple update, three-relation form (Figure 3) ---------------------------
     def update_three(self, i: int, x: int, y: int, m: int) -> None:
@@ -261,6 +290,12 @@ class IvmEpsState:
 
     # ---- rebalancing -------------------------------------------------------------------
     def minor_rebalance(self, i: int, x: int, to_heavy: bool) -> None:
+        """Minor rebalancing (Figure 4): move value x of K_i to the other part."""
+        self._move(i, x, to_heavy)
+        self.minor += 1
+        self.moved += len(self.rows[i][x])
+
+    def _move(self, i: int, x: int, to_heavy: bool) -> None:
         """Move all tuples of value x of K_i to the other part and patch V_i and V_k."""
         n = self.nrel
         j, k = (i + 1) % n, (i + 2) % n
@@ -298,8 +333,6 @@ class IvmEpsState:
             # 2. the row joins K_i,l: V_k(z, y) += K_k,h(z, x) · K_i(x, y)
             if hk:
                 self._view_outer(k, hk, row, +1)
-        self.minor += 1
-        self.moved += len(row)
 
     def _view_outer(self, k: int, col: dict, row: dict, sign: int) -> None:
         vk = self.views[k]
@@ -328,9 +361,30 @@ class IvmEpsState:
         else:
             self.heavy[i].discard(x)
 
-    def major_rebalance(self) -> None:
-        """Strictly repartition every relation with the current N^ε and recompute the views."""
+    def major_rebalance(self, rebuild: bool = False) -> None:
+        """Strictly repartition every relation with the current N^ε and recompute the views.
+
+        The views depend only on the parts, so when the values whose status changes hold
+        few tuples (≤ |D|/8) they are moved one by one like a minor rebalancing, which
+        yields exactly the recomputed state; otherwise everything is rebuilt.
+        """
         hmin = self.h_strict
+        changes = []
+        cost = 0
+        for i in range(self.nrel):
+            rows, heavy = self.rows[i], self.heavy[i]
+            strict = {x for x, r in rows.items() if len(r) >= hmin}
+            for x in heavy - strict:
+                changes.append((i, x, False))
+                cost += len(rows[x])
+            for x in strict - heavy:
+                changes.append((i, x, True))
+                cost += len(rows[x])
+        self.major += 1
+        if not rebuild and 8 * cost <= self.size:
+            for i, x, to_heavy in changes:
+                self._move(i, x, to_heavy)
+            return
         for i in range(self.nrel):
             rows = self.rows[i]
             heavy = {x for x, r in rows.items() if len(r) >= hmin}
@@ -347,7 +401,7 @@ class IvmEpsState:
             self.rev_h[i], self.rev_l[i] = rev_h, rev_l
         for i in range(self.nrel):
             self.views[i] = self.compute_view(i)
-        self.major += 1
+        self.bind()
 
     def compute_view(self, i: int) -> dict:
         """V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z), by the cheaper of the two loop orders."""
@@ -426,7 +480,7 @@ class IvmEpsState:
     def finish_bulk(self, static_q) -> None:
         """Paper's preprocessing: N = 2|D| + 1, strict partition, Q by a static count, views."""
         self.set_n(2 * self.size + 1)
-        self.major_rebalance()
+        self.major_rebalance(rebuild=True)  # bulk_write kept no reverse index
         self.major -= 1  # preprocessing, not a rebalancing
         self.q = static_q(self.rows, [self.column_index(i) for i in range(self.nrel)])
 

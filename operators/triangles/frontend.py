@@ -155,16 +155,14 @@ class GraphFrontend:
                 if new == 0:
                     if key is not None:
                         extra.pop(key, None)
-                    upd(u, v, -1)
-                    upd(v, u, -1)
+                    upd(v, u, -1, upd(u, v, -1))
                 elif new > 0:
                     self._set_extra(u, v, new - 1)
                 else:
                     bad.append(BadEdge(idx, u, v, m, None,
                                        f"delete of {-m} references, edge has {refs}"))
             elif m > 0:
-                upd(u, v, 1)
-                upd(v, u, 1)
+                upd(v, u, 1, upd(u, v, 1))
                 if m > 1:
                     self._set_extra(u, v, m - 1)
             elif m < 0:
@@ -204,13 +202,13 @@ class GraphFrontend:
                     else "delete of an absent edge")
         if present and new == 0:
             self._extra.pop(key, None)
-            core.update_self(u, v, -1)
+            s = core.update_self(u, v, -1)
             if not directed:
-                core.update_self(v, u, -1)
+                core.update_self(v, u, -1, s)
         elif not present:
-            core.update_self(u, v, 1)
+            s = core.update_self(u, v, 1)
             if not directed:
-                core.update_self(v, u, 1)
+                core.update_self(v, u, 1, s)
         if new:
             self._set_extra(u, v, new - 1)
         return None

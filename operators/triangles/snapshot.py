@@ -102,6 +102,7 @@ def decode(cls, data: bytes):
         core.set_n(int(header["n"]))
         for i in range(core.nrel):
             core.views[i] = core.compute_view(i)
+        core.bind()
         core.q = int(header["q"])
         core.major, core.minor, core.moved = header["major"], header["minor"], header["moved"]
         counter.rejected = header["rejected"]
