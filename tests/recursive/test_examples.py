@@ -266,3 +266,17 @@ def test_bad_input():
         ReachabilityView(ship="fast")
     with pytest.raises(ConfigError):
         RegionView(reading="maybe")
+
+
+def test_stats_and_partitioning():
+    one, many = ReachabilityView(nodes=1), ReachabilityView(nodes=4)
+    for v in (one, many):
+        v.apply([(i, i + 1) for i in range(12)])
+    s1, s4 = one.stats(), many.stats()
+    assert s1.get("tuples_shipped", 0) == 0 and s1["local_messages"] > 0  # one node: nothing crosses
+    assert s4["tuples_shipped"] > 0 and s4["prov_bytes_shipped"] >= 12 * s4["tuples_shipped"]
+    assert s1["derivations"] == s4["derivations"] == 78 - 12  # a chain: one derivation per non-base row
+    assert s1["rows"] == s4["rows"] == 78
+    many.apply(deletes=[(5, 6)])
+    s = many.stats()
+    assert s["deleted_vars"] == 1 and s["deletion_broadcasts"] == 3 and s["removed"] == 6 * 7

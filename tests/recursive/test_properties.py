@@ -23,7 +23,7 @@ from operators.recursive.reference import reference_provenance, reference_view
 from operators.recursive.views import REACH, SHORTEST
 from tests.recursive.test_examples import witnesses
 
-SETTINGS = settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 V = st.integers(0, 5)
 EDGE = st.tuples(V, V, st.integers(1, 4), st.one_of(st.none(), st.integers(1, 8)))
@@ -101,9 +101,12 @@ def run_stream(views, stream, weighted, check):
 
 
 @SETTINGS
-@given(STREAM, st.sampled_from(["lazy", "eager", "plain"]), st.sampled_from([1, 3, "vertex"]))
-def test_reachability_matches_transitive_closure(stream, ship, nodes):
-    views = [ReachabilityView(nodes=nodes, ship=ship), DRedReachabilityView(nodes=nodes),
+@given(STREAM, st.sampled_from([("lazy", None), ("eager", None), ("eager", 2), ("plain", None)]),
+       st.sampled_from([1, 3, "vertex"]))
+def test_reachability_matches_transitive_closure(stream, mode, nodes):
+    ship, flush_every = mode
+    views = [ReachabilityView(nodes=nodes, ship=ship, flush_every=flush_every),
+             DRedReachabilityView(nodes=nodes),
              RecomputeReachabilityView(nodes=nodes)]
     run_stream(views, stream, False, lambda v, rows, m: _check_closure(rows, m))
 
@@ -113,10 +116,10 @@ def _check_closure(rows, model):
 
 
 @SETTINGS
-@given(STREAM, st.sampled_from(["lazy", "eager"]))
-def test_provenance_equals_from_scratch(stream, ship):
+@given(STREAM, st.sampled_from([("lazy", None), ("eager", None), ("eager", 3), ("plain", None)]))
+def test_provenance_equals_from_scratch(stream, mode):
     """After every batch each row's explain() is the PosBool provenance over live edges."""
-    v = ReachabilityView(nodes=2, ship=ship)
+    v = ReachabilityView(nodes=2, ship=mode[0], flush_every=mode[1])
     model = Model()
     for now, (ins, dels) in enumerate(stream, start=1):
         model.apply(ins, dels, now, False)
