@@ -94,8 +94,9 @@ LINEITEM_GROUPS = (
 
 def synth_rows(table: pa.Table, n: int, rng: np.random.Generator, groups=None) -> pa.Table:
     """``n`` new rows, each column group copied from an independently chosen random row."""
-    if groups is None:
-        groups = tuple((c,) for c in table.column_names)
+    groups = tuple(groups or ())
+    covered = {c for g in groups for c in g}
+    groups += tuple((c,) for c in table.column_names if c not in covered)
     cols = {}
     for grp in groups:
         idx = pa.array(rng.integers(0, table.num_rows, n))
@@ -253,3 +254,51 @@ def make_tjoinhelp(n_rows: int, seed: int = 1) -> pa.Table:
     """``tjoinhelp(ttid, aa..kk)``: the G=5000 groups table with renamed columns (ttid = id)."""
     names = {"id": "ttid", **{c: c + c for c in "abcdefghijk"}}
     return make_groups(n_rows, 5000, seed, names)
+
+
+def focused_delta(
+    table: pa.Table, fragments: np.ndarray, sketch, n: int, kind: str, rng: np.random.Generator, groups=None, key_group=("l_orderkey",)
+) -> tuple[pa.Table, pa.Table]:
+    """A delta aimed at a query's current sketch, so that sketches actually move in tests.
+
+    ``fragments`` is the fragment id of every row of ``table``; ``sketch`` the query's current
+    fragment ids. Kinds: ``lineage_delete`` (``n`` rows inside sketch fragments), ``wipe`` (every
+    row of ``n`` random sketch fragments), ``lineage_insert`` (``n`` rows whose columns come from
+    rows inside sketch fragments, except ``key_group``, taken from any row, so new fragments can
+    enter), ``lineage_mix`` (half of each).
+    """
+    inside = np.flatnonzero(np.isin(fragments, np.asarray(list(sketch), dtype=np.int64)))
+    groups = tuple(groups or ())
+    covered = {c for g in groups for c in g}
+    groups += tuple((c,) for c in table.column_names if c not in covered)
+    dels = np.zeros(0, dtype=np.int64)
+    n_ins = 0
+    if kind == "wipe" and len(sketch):
+        chosen = rng.choice(np.asarray(sorted(sketch)), size=min(n, len(sketch)), replace=False)
+        dels = np.flatnonzero(np.isin(fragments, chosen))
+    elif kind in ("lineage_delete", "lineage_mix") and len(inside):
+        k = n if kind == "lineage_delete" else n // 2
+        dels = rng.choice(inside, size=min(k, len(inside)), replace=False)
+    if kind == "lineage_insert":
+        n_ins = n
+    elif kind == "lineage_mix":
+        n_ins = n - n // 2
+    parts, keep = [], np.ones(table.num_rows, dtype=bool)
+    if len(dels):
+        keep[dels] = False
+        parts.append(with_weight(table.take(pa.array(np.sort(dels))), -1))
+    new_rows = None
+    if n_ins and len(inside):
+        cols = {}
+        for grp in groups:
+            pool = np.arange(table.num_rows) if tuple(grp) == tuple(key_group) else inside
+            idx = pa.array(rng.choice(pool, size=n_ins))
+            for c in grp:
+                cols[c] = table.column(c).take(idx)
+        new_rows = pa.table({c: cols[c] for c in table.column_names}, schema=table.schema)
+        parts.append(with_weight(new_rows, +1))
+    delta = pa.concat_tables(parts) if parts else with_weight(table.slice(0, 0), 1)
+    after = table.filter(pa.array(keep))
+    if new_rows is not None:
+        after = pa.concat_tables([after, new_rows])
+    return delta, after
