@@ -168,11 +168,14 @@ def _update_ordered(spec, state, j, col, valid, inv, slots, w):
         if sl is None:
             sl = od[slot] = SortedList()
         F = fr.get(slot)
-        pos, neg = [], []
+        net: dict = {}
         for k in order[s0:e0].tolist():
-            v, c = vals[k], int(ws[k])
-            if F is not None and ((v >= F) if is_min else (v <= F)):
-                continue  # beyond the frontier: not tracked by the bounded state
+            v = vals[k]
+            net[v] = net.get(v, 0) + int(ws[k])  # net per value: deletes may precede inserts
+        pos, neg = [], []
+        for v, c in net.items():
+            if c == 0 or (F is not None and ((v >= F) if is_min else (v <= F))):
+                continue  # no net change, or beyond the frontier of the bounded state
             (pos if c > 0 else neg).extend([v] * abs(c))
         for v in neg:
             try:

@@ -83,6 +83,8 @@ class SideStore:
 
 
 class MemoryIndex(SideStore):
+    min_tail = 4096  # rows the tail may hold before a compaction (tests lower it)
+
     def __init__(self, nbits: int, key_ids: tuple):
         self.nbits = nbits
         self.key_ids = tuple(key_ids)
@@ -104,7 +106,7 @@ class MemoryIndex(SideStore):
             return
         self.tail.append((d, hashes))
         self._tail_sorted = None
-        if sum(len(x) for x, _ in self.tail) > max(4096, len(self.main) // 8):
+        if sum(len(x) for x, _ in self.tail) > max(self.min_tail, len(self.main) // 8):
             self._compact()
 
     def _sorted_tail(self):

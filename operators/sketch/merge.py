@@ -73,8 +73,13 @@ def step(state: MergeState, d: Delta | None, columns, keep_rows: bool = True):
                 added.add(f)
     if keep_rows:
         rows = list(zip(*[d.table.column(c).to_pylist() for c in columns])) if columns else [()] * len(d)
-        res = state.rows
+        net: Counter = Counter()
         for row, x in zip(rows, w.tolist()):
+            net[row] += x  # net per row first: a batch may delete before it re-inserts
+        res = state.rows
+        for row, x in net.items():
+            if x == 0:
+                continue
             v = res[row] + x
             if v == 0:
                 del res[row]

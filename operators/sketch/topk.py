@@ -106,8 +106,14 @@ def step(spec: TopKSpec, state: TopKState, d: Delta | None):
     rows = list(zip(*[d.table.column(c).to_pylist() for c in spec.columns]))
     sk = as_sets(d.sketch, spec.nbits)
     ent, F = state.entries, state.frontier
+    net: dict = {}
     for row, bits, w in zip(rows, sk, d.weight.tolist()):
         key = order_key(spec.order, row, ids_of(bits))
+        x = net.get(key)
+        net[key] = [row, bits, w + (x[2] if x else 0)]
+    for key, (row, bits, w) in net.items():
+        if w == 0:
+            continue
         if F is not None and key >= F:
             continue  # untracked region of the bounded state
         e = ent.get(key)
