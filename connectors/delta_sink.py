@@ -104,9 +104,16 @@ def txn(spark, app_id: str, batch_id: int):
 
 
 def latest_version(spark, path: str) -> int:
-    from delta.tables import DeltaTable
+    """The table's newest version. delta-rs reads it from the log in milliseconds; a URI that
+    delta-rs cannot open (e.g. an s3a:// path of a Hadoop-only setup) falls back to Spark."""
+    try:
+        import deltalake
 
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+        return int(deltalake.DeltaTable(path).version())
+    except Exception:  # noqa: BLE001 - any delta-rs failure: ask Spark instead
+        from delta.tables import DeltaTable
+
+        return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
 
 
 def mirror_changes_frame(table: TableConfig, final: dict[tuple, dict | None]) -> pa.Table:

@@ -30,6 +30,8 @@ ENV = {
     "config": "IVMSTREAM_CONFIG",
     "broker_port": "IVMSTREAM_BROKER_PORT",
     "broker_dir": "IVMSTREAM_BROKER_DIR",
+    # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
+    "kill_at": "IVMSTREAM_KILL_AT",
 }
 
 

@@ -20,6 +20,8 @@ streaming query id, which lives in the checkpoint: a fresh checkpoint is a fresh
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, decode_batch, net_changes
-from streaming_app.config import JobConfig
+from streaming_app.config import JobConfig, env
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
@@ -114,6 +116,7 @@ class IngestJob:
         t = time.perf_counter()
         arrow = batch_df.select("topic", "partition", "offset", "key", "value").toArrow()
         steps["collect"] = _ms(t)
+        _fault("collect", batch_id)
 
         t = time.perf_counter()
         decoded = decode_batch(self.cfg, zip(*(arrow.column(c).to_pylist()
@@ -133,6 +136,7 @@ class IngestJob:
             sink.merge_mirror(spark, path, table, sink.mirror_changes_frame(table, final), ctx.app_id, batch_id)
             ctx.previous_versions[table.name] = self.versions.get(table.name, 0)
             ctx.changed_tables[table.name] = sink.latest_version(spark, path)
+            _fault(f"mirror.{table.name}", batch_id)
         steps["mirror"] = _ms(t)
         ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
 
@@ -141,12 +145,14 @@ class IngestJob:
             sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(decoded, batch_id),
                         ctx.app_id, batch_id)
         steps["quarantine"] = _ms(t)
+        _fault("quarantine", batch_id)
 
         ctx.step_ms = steps
         for m in self.maintainers:
             t = time.perf_counter()
             m.on_batch(spark, self, ctx)
             steps[f"maintain:{m.name}"] = _ms(t)
+            _fault(f"maintain.{m.name}", batch_id)
 
         row = {
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
@@ -159,6 +165,7 @@ class IngestJob:
         t = time.perf_counter()
         sink.append(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
         steps["batch_record"] = _ms(t)
+        _fault("batch_record", batch_id)
 
         self.versions = ctx.mirror_versions
         self.last_done = batch_id
@@ -206,6 +213,14 @@ class IngestJob:
         self.app_id = f"{cfg.name}:{query.id}"
         self._app_ready.set()
         return query
+
+
+def _fault(step: str, batch_id: int) -> None:
+    """SIGKILL this process at ``step`` of ``batch_id`` when IVMSTREAM_KILL_AT names it."""
+    spec = env("kill_at")
+    if spec and spec == f"{step}:{batch_id}":
+        print(f"fault injection: SIGKILL at {spec}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _ms(t0: float) -> float:
