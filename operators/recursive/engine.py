@@ -20,6 +20,7 @@ Deletions (digest §6.5): a dead variable is broadcast to every node and restric
 every table at once; entries that become false disappear (no over-deletion, no re-derivation).
 A lazy channel whose shipped formula died ships its buffered alternative (INS only, never a DEL:
 the receiver already restricted the same variable); an AggSel whose best died promotes the next.
+Stats count the dissemination as a broadcast and as messages routed along the shipped paths.
 Scheduling: FIFO rounds (all messages of round r are delivered in round r+1), run to quiescence
 inside every ``run()``; nodes are simulated in one process.
 """
@@ -244,6 +245,7 @@ class Engine:
         spec = self.spec
         self.stats["deleted_vars"] += len(dead)
         self.stats["deletion_broadcasts"] += len(dead) * max(len(self.nodes) - 1, 0)
+        self.stats["deletion_messages"] += self._path_messages(dead)
         promos = []
         for n, nd in self.nodes.items():
             _, removed = nd.fix.kill(dead)
@@ -278,6 +280,25 @@ class Engine:
         for n, r, pv in promos:
             self.stats["promotions"] += 1
             self._fix_insert(n, r, pv, promoted=True)
+
+    def _path_messages(self, dead: set[str]) -> int:
+        """Messages if DEL(v) only followed the paths formulas with v were shipped on.
+
+        The simulation restricts every node (as a broadcast would); this counts the cheaper
+        dissemination: one message per dead variable per channel that shipped a formula with it,
+        plus one per remote edge copy. Plain mode keeps no record of what it shipped: broadcast.
+        """
+        if self.ship == "plain":
+            return len(dead) * max(len(self.nodes) - 1, 0)
+        n_msgs = 0
+        for (src, dst), ch in self.channels.items():
+            if src != dst:
+                n_msgs += sum(1 for v in dead if ch.sent.by_var.get(v))
+        for n, nd in self.nodes.items():
+            for v in dead:
+                if any(self.node_of(e[0]) != n for e in nd.s.by_var.get(v, ())):
+                    n_msgs += 1
+        return n_msgs
 
     # -- scheduler -------------------------------------------------------------------------------
     def run(self) -> None:

@@ -131,6 +131,14 @@ class LinkFront(_Front):
             raise bad(f"edge {src!r}->{dst!r}: expires_at must be a number or None, got {exp!r}")
         return src, dst, cost, exp
 
+    def check(self, inserts, deletes) -> None:
+        for item in inserts:
+            self.parse(item)
+        for item in deletes:
+            if not isinstance(item, (tuple, list)) or len(item) < 2:
+                raise bad(f"delete must name (src, dst), got {item!r}")
+            _vertex(item[0], "edge"), _vertex(item[1], "edge")
+
     def _kill(self, ev: Events, key, var, cost) -> None:
         ev.dead.add(var)
         self.labels.pop(var, None)
@@ -140,7 +148,7 @@ class LinkFront(_Front):
     def delete(self, items) -> Events:
         ev = Events()
         for item in items:
-            src, dst = _vertex(item[0], "edge"), _vertex(item[1], "edge")
+            src, dst = item[0], item[1]
             cur = self.store.live.get((src, dst))
             if cur is not None:
                 self.store.remove((src, dst))

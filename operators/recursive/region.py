@@ -63,6 +63,21 @@ class RegionFront(_Front):
             raise bad(f"{tag} needs a sensor id, got {item!r}")
         return tag, _vertex(item[1], tag), item[2:]
 
+    def _value(self, tag, key, rest, item):
+        if tag != "sensor":
+            return True, rest
+        if not rest or not isinstance(rest[0], (tuple, list)) or not all(
+                isinstance(c, (int, float)) and not isinstance(c, bool) for c in rest[0]):
+            raise bad(f"sensor {key!r}: position must be a tuple of numbers, got {item!r}")
+        return tuple(rest[0]), rest[1:]
+
+    def check(self, inserts, deletes) -> None:
+        for item in inserts:
+            tag, key, rest = self._key(item)
+            self._value(tag, key, rest, item)
+        for item in deletes:
+            self._key(item)
+
     # -- facts ---------------------------------------------------------------------------------
     def _var(self, tag, key):
         cur = self.stores[tag].live.get(key)
@@ -107,13 +122,7 @@ class RegionFront(_Front):
         ev = Events()
         for item in items:
             tag, key, rest = self._key(item)
-            if tag == "sensor":
-                if not rest or not isinstance(rest[0], (tuple, list)) or not all(
-                        isinstance(c, (int, float)) and not isinstance(c, bool) for c in rest[0]):
-                    raise bad(f"sensor {key!r}: position must be a tuple of numbers, got {item!r}")
-                value, rest = tuple(rest[0]), rest[1:]
-            else:
-                value = True
+            value, rest = self._value(tag, key, rest, item)
             exp = rest[0] if rest else None
             label = f"{tag}({key[0]},{key[1]})" if tag == "seed" else f"{tag}({key})"
             var, killed = self.stores[tag].put(key, value, exp, label)

@@ -186,7 +186,19 @@ class _View:
         return tuple(row)
 
     def apply(self, inserts=(), deletes=(), now=None) -> ViewDelta:
+        """Apply one batch and return its net ``ViewDelta``.
+
+        ``inserts``: edges ``(src, dst)``, ``(src, dst, cost)`` or ``(src, dst, cost, expires_at)``
+        (``cost`` ignored by reachability, may be ``None``; ``expires_at`` ``None`` = never);
+        re-inserting a live edge refreshes its expiry, with another cost it replaces it.
+        ``deletes``: ``(src, dst)`` (extra fields ignored); deleting an absent edge is a no-op.
+        ``now``: current time; every base tuple with ``expires_at <= now`` expires (= is deleted)
+        after the batch's deletions and insertions. Bad input raises ``IvmError`` with code
+        ``DATA_BAD_EDGE`` and leaves the view unchanged (the whole batch is checked first).
+        """
         impl, front = self._impl, self._front
+        inserts, deletes = list(inserts), list(deletes)
+        front.check(inserts, deletes)
         impl.begin()
         impl.feed(front.delete(deletes))
         impl.feed(front.insert(inserts))

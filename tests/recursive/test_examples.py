@@ -146,6 +146,7 @@ def test_o4_dred_overdeletes_everything_absorption_does_not():
     before = a.stats()["tuples_shipped"]
     a.apply(deletes=[("C", "B")])
     s = a.stats()
+    assert s["deletion_broadcasts"] == 2  # the paper: zeroing p4 "only requires two message transmissions"
     assert s.get("removed", 0) == 1  # only reachable(C,B) loses its shipped derivation ...
     assert s["reships"] >= 1  # ... and the buffered alternative replaces it
     assert s["tuples_shipped"] - before < dred_shipped
@@ -257,9 +258,14 @@ def test_baselines_agree_on_fig3():
 
 def test_bad_input():
     v = ShortestPathView()
+    v.apply([("a", "b", 2)])
     with pytest.raises(IvmError) as e:
-        v.apply([("a", "b", -1)])
+        v.apply([("b", "c", 1), ("a", "b", -1)], deletes=[("a", "b")])
     assert e.value.code == "DATA_BAD_EDGE"
+    assert v.rows() == {("a", "b"): (2, ("a", "b"))}  # the bad batch left no trace
+    assert v.apply([("b", "c", 1)]).added == {("a", "c"): (3, ("a", "b", "c")), ("b", "c"): (1, ("b", "c"))}
+    with pytest.raises(IvmError):
+        RegionView().apply([("sensor", 1, "here")])
     with pytest.raises(IvmError):
         ReachabilityView().apply([("a",)])
     with pytest.raises(ConfigError):
