@@ -91,6 +91,8 @@ class ProvImpl:
         if ev.dead:
             eng.kill(ev.dead)
             eng.run()
+            for v in ev.dead:  # dead variables never come back (fresh ones per insertion)
+                self.prov.labels.pop(v, None)
         for r, names in ev.bases:
             eng.insert_base(r, self._pv(names))
         for e, names in ev.edges:
