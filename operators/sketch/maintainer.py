@@ -84,6 +84,12 @@ class SketchMaintainer:
         self.query = q
         self.tables = sorted(pl.tables_used)
 
+    def prepare(self, schemas: dict) -> "SketchMaintainer":
+        """Plan the query against table schemas (name -> column names) without data; raises
+        ``SqlError``/``UnsupportedSqlError`` like ``initialize`` would.  ``initialize`` re-plans."""
+        self._plan(schemas)
+        return self
+
     @property
     def root_columns(self) -> list:
         return list(self.query.root.out)
