@@ -14,8 +14,9 @@ the delta gets the factor 3 and, for a self-loop (x, x), the terms 3m²R(x,x) + 
 State kept (per relation i, partitioned on its first attribute with threshold θ = N^ε):
 ``rows[i][x] = {y: m}`` (forward index, whole row; the row is in the heavy part iff
 ``x in heavy[i]`` so the domain-partition condition holds by construction), ``rev_h[i][y]`` /
-``rev_l[i][y] = {x: m}`` (reverse index split by the status of x), ``views[i][x][z]`` =
-Σ_y K_i,h(x, y) · K_j,l(y, z), the count ``q`` (Q of the paper), ``size`` = |D| (support size)
+``rev_l[i][y] = {x: m}`` (reverse index split by the status of x), ``views[i][z][x]`` =
+V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z) (stored by its second key, so the patch for a
+light x touches one small inner dict; the C helper behind ``Counter`` does a +1 patch), the count ``q`` (Q of the paper), ``size`` = |D| (support size)
 and the threshold base ``n`` with ⌊N/4⌋ ≤ |D| < N.
 
 Deletions are negative multiplicities through the same path; an entry whose multiplicity
@@ -63,6 +64,22 @@ def thresholds(n: int, epsilon: float) -> tuple[int, int, int]:
 def _dot(a: dict, b: dict) -> int:
     """Σ_k a[k]·b[k], iterating the shorter of the two rows (the intersection does)."""
     return sum([a[k] * b[k] for k in a.keys() & b.keys()])
+
+
+def _col_add(view: dict, z, x, delta: int) -> None:
+    """view[z][x] += delta, removing zero entries and empty inner dicts."""
+    vz = view.get(z)
+    if vz is None:
+        if delta:
+            view[z] = {x: delta}
+        return
+    v = vz.get(x, 0) + delta
+    if v:
+        vz[x] = v
+    else:
+        vz.pop(x, None)
+        if not vz:
+            del view[z]
 
 
 def _add(d: dict, key, delta: int) -> None:
@@ -132,9 +149,9 @@ class IvmEpsState:
                 if y_heavy:
                     if hx:  # line 3: heavy y, heavy z
                         s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
-                    vy = view.get(y)
-                    if vy:  # line 4: heavy y, light z via V(y, x)
-                        s += vy.get(x, 0)
+                    vx = view.get(x)
+                    if vx:  # line 4: heavy y, light z via V(y, x), stored as view[x][y]
+                        s += vx.get(y, 0)
                 else:
                     if hx:  # line 5: light y, heavy z
                         s = len(ry.keys() & hx.keys()) if unit else _dot(ry, hx)
@@ -152,51 +169,67 @@ class IvmEpsState:
                 heavy.add(x)
         x_heavy = x in heavy
         if x_heavy:
-            if ry and not y_heavy:  # line 11: V(x, c) += m·R_l(y, c)
-                vx = view.get(x)
-                if vx is None:
-                    vx = view[x] = {}
-                if unit and m == 1:
-                    _count_elements(vx, ry)  # C loop: vx[c] += 1 for c in ry
+            if ry and not y_heavy:  # line 11: V(x, c) += m·R_l(y, c), i.e. view[c][x]
+                if unit and m == 1:  # counts only grow: no zero to drop
+                    for c in ry:
+                        vc = view.get(c)
+                        if vc is None:
+                            view[c] = {x: 1}
+                        else:
+                            vc[x] = vc.get(x, 0) + 1
                 else:
                     for c, w in ry.items():
-                        v = vx.get(c, 0) + m * w
+                        vc = view.get(c)
+                        if vc is None:
+                            view[c] = {x: m * w}
+                            continue
+                        v = vc.get(x, 0) + m * w
                         if v:
-                            vx[c] = v
+                            vc[x] = v
                         else:
-                            del vx[c]
-                if not vx:
-                    del view[x]
+                            del vc[x]
+                            if not vc:
+                                del view[c]
             rev = rev_h
         else:
-            if hx:  # line 13 (fixed): V(a, y) += R_h(a, x)·m
-                if unit:
-                    for a in hx:
-                        va = view.get(a)
-                        if va is None:
-                            view[a] = {y: m}
-                            continue
-                        v = va.get(y, 0) + m
-                        if v:
-                            va[y] = v
-                        else:
-                            del va[y]
-                            if not va:
-                                del view[a]
+            if hx:  # line 13 (fixed): V(a, y) += R_h(a, x)·m, i.e. view[y][a]
+                vy = view.get(y)
+                if vy is None:
+                    vy = view[y] = {}
+                if unit and m == 1:
+                    _count_elements(vy, hx)  # C loop: vy[a] += 1 for a in hx
                 else:
                     for a, w in hx.items():
-                        va = view.get(a)
-                        if va is None:
-                            va = view[a] = {}
-                        v = va.get(y, 0) + w * m
+                        v = vy.get(a, 0) + w * m
                         if v:
-                            va[y] = v
+                            vy[a] = v
                         else:
-                            del va[y]
-                            if not va:
-                                del view[a]
+                            del vy[a]
+                if not vy:
+                    del view[y]
             rev = rev_l
-        self._write(0, rows, rev, rx, x, y, m, x_heavy)
+        # write the tuple (inlined _write: this is the hot path of the graph modes)
+        old = rx.get(y, 0)
+        new = old + m
+        ry = rev.get(y)
+        if ry is None:
+            ry = rev[y] = {}
+        if new and old:
+            rx[y] = ry[x] = new
+            return s
+        if new:
+            rx[y] = ry[x] = new
+            self.size += 1
+            if self.size == self.n:
+                self.set_n(2 * self.n)
+                self.major_rebalance()
+                return s
+            if x_heavy:
+                return s  # a heavy degree only grows here
+            if len(rx) >= self.h_up:
+                self.minor_rebalance(0, x, to_heavy=True)
+            return s
+        self._write(0, rows, rev, rx, x, y, m, x_heavy, old)
         return s
 
     # ---- single-tuple update, three-relation form (Figure 3) ---------------------------
@@ -213,9 +246,9 @@ class IvmEpsState:
             if hx:  # δQ_{r h h} / δQ_{r l h}
                 s = _dot(ny, hx)
             if y_heavy:
-                vy = self.views[j].get(y)
-                if vy:  # δQ_{r h l} = m · V_j(y, x)
-                    s += vy.get(x, 0)
+                vx = self.views[j].get(x)
+                if vx:  # δQ_{r h l} = m · V_j(y, x), stored as views[j][x][y]
+                    s += vx.get(y, 0)
             else:
                 lx = self.rev_l[k].get(x)
                 if lx:  # δQ_{r l l}
@@ -230,30 +263,26 @@ class IvmEpsState:
         if x_heavy:
             if ny and not y_heavy:  # V_i(x, z) += m · K_j,l(y, z)
                 vi = self.views[i]
-                vx = vi.get(x)
-                if vx is None:
-                    vx = vi[x] = {}
                 for z, w in ny.items():
-                    _add(vx, z, m * w)
-                if not vx:
-                    del vi[x]
+                    _col_add(vi, z, x, m * w)
             rev = self.rev_h[i]
         else:
-            if hx:  # V_k(z, y) += K_k,h(z, x) · m
+            if hx:  # V_k(z, y) += K_k,h(z, x) · m: one inner dict views[k][y]
                 vk = self.views[k]
+                vy = vk.get(y)
+                if vy is None:
+                    vy = vk[y] = {}
                 for z, w in hx.items():
-                    vz = vk.get(z)
-                    if vz is None:
-                        vz = vk[z] = {}
-                    _add(vz, y, w * m)
-                    if not vz:
-                        del vk[z]
+                    _add(vy, z, w * m)
+                if not vy:
+                    del vk[y]
             rev = self.rev_l[i]
         self._write(i, rows, rev, rx, x, y, m, x_heavy)
 
     # ---- write the tuple, then rebalance (Figure 4) ------------------------------------
-    def _write(self, i, rows, rev, rx, x, y, m, x_heavy) -> None:
-        old = rx.get(y, 0)
+    def _write(self, i, rows, rev, rx, x, y, m, x_heavy, old=None) -> None:
+        if old is None:
+            old = rx.get(y, 0)
         new = old + m
         ry = rev.get(y)
         if ry is None:
@@ -308,42 +337,51 @@ class IvmEpsState:
             self._flip(i, x, row, to_heavy=True)
             # 2. the row joins K_i,h: V_i(x, z) += K_i(x, y) · K_j,l(y, z)
             rows_j, heavy_j = self.rows[j], self.heavy[j]
-            vx = self.views[i].get(x) or {}
+            vi = self.views[i]
             if self.unit:
-                cnt = Counter(vx)
+                cnt: Counter = Counter()
                 for y in row:
                     if y not in heavy_j:
                         ny = rows_j.get(y)
                         if ny:
                             cnt.update(ny.keys())
-                vx = {z: c for z, c in cnt.items() if c}
+                for z, c in cnt.items():
+                    _col_add(vi, z, x, c)
             else:
                 for y, w in row.items():
                     if y not in heavy_j:
                         ny = rows_j.get(y)
                         if ny:
                             for z, w2 in ny.items():
-                                _add(vx, z, w * w2)
-            if vx:
-                self.views[i][x] = vx
+                                _col_add(vi, z, x, w * w2)
         else:
-            # 1. the row leaves K_i,h: V_i(x, ·) is exactly its contribution
-            self.views[i].pop(x, None)
+            # 1. the row leaves K_i,h: V_i(x, ·) is exactly its contribution; its keys z
+            #    are among the rows K_j,l(y, ·) of x's light neighbours y
+            vi, rows_j, heavy_j = self.views[i], self.rows[j], self.heavy[j]
+            for y in row:
+                if y not in heavy_j:
+                    for z in rows_j.get(y, ()):
+                        vz = vi.get(z)
+                        if vz is not None and x in vz:
+                            del vz[x]
+                            if not vz:
+                                del vi[z]
             self._flip(i, x, row, to_heavy=False)
             # 2. the row joins K_i,l: V_k(z, y) += K_k,h(z, x) · K_i(x, y)
             if hk:
                 self._view_outer(k, hk, row, +1)
 
     def _view_outer(self, k: int, col: dict, row: dict, sign: int) -> None:
+        """V_k(z, y) += sign · col[z] · row[y] for all z, y (stored as views[k][y][z])."""
         vk = self.views[k]
-        for z, w in col.items():
-            vz = vk.get(z)
-            if vz is None:
-                vz = vk[z] = {}
-            for y, w2 in row.items():
-                _add(vz, y, sign * w * w2)
-            if not vz:
-                del vk[z]
+        for y, w2 in row.items():
+            vy = vk.get(y)
+            if vy is None:
+                vy = vk[y] = {}
+            for z, w in col.items():
+                _add(vy, z, sign * w * w2)
+            if not vy:
+                del vk[y]
 
     def _flip(self, i: int, x: int, row: dict, to_heavy: bool) -> None:
         src, dst = (self.rev_l[i], self.rev_h[i]) if to_heavy else (self.rev_h[i], self.rev_l[i])
@@ -454,7 +492,15 @@ class IvmEpsState:
                         _add(vx, z, w * w2)
                     if not vx:
                         del view[x]
-        return view
+        # stored by the second key: views[i][z][x] = V_i(x, z)
+        out: dict = {}
+        for x, vx in view.items():
+            for z, v in vx.items():
+                d = out.get(z)
+                if d is None:
+                    d = out[z] = {}
+                d[x] = v
+        return out
 
     # ---- read access for listing and snapshots -------------------------------------------
     def column(self, i: int, y) -> dict:

@@ -128,7 +128,7 @@ def check_invariants(counter, check_q: bool = True) -> None:
     if not (n // 4 <= size < n):
         _fail(f"size invariant ⌊N/4⌋ ≤ |D| < N broken: N={n}, |D|={size}")
     for i, want in enumerate(reference_views(core)):
-        got = {(x, z): v for x, row in core.views[i].items() for z, v in row.items()}
+        got = {(x, z): v for z, col in core.views[i].items() for x, v in col.items()}
         if any(not row for row in core.views[i].values()) or got != want:
             diff = set(got.items()) ^ set(want.items())
             _fail(f"view {i} differs from its definition at {sorted(diff)[:5]}")

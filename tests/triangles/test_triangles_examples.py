@@ -1,4 +1,7 @@
-"""The digest's worked examples (§9) and the paper's special cases as fixed-oracle tests."""
+"""The digest's worked examples (§9) and the paper's special cases as fixed-oracle tests.
+
+Views are stored by their second key: ``views[i][z][x]`` is V_i(x, z).
+"""
 
 from __future__ import annotations
 
@@ -79,13 +82,13 @@ def test_example5_full_trace():
     assert (core.size, core.n) == (15, 31)
     assert core.heavy == [{0}, set(), set()]
     assert tc.count == 7
-    assert core.views[0] == {0: {7: 6}} and core.views[1] == {} and core.views[2] == {}
+    assert core.views[0] == {7: {0: 6}} and core.views[1] == {} and core.views[2] == {}
     tc.update(0, 1, -1, relation="R")
-    assert (tc.count, core.views[0], core.size) == (6, {0: {7: 5}}, 14)
+    assert (tc.count, core.views[0], core.size) == (6, {7: {0: 5}}, 14)
     tc.update(0, 2, -1, relation="R")
-    assert (tc.count, core.views[0][0][7]) == (5, 4)
+    assert (tc.count, core.views[0][7][0]) == (5, 4)
     tc.update(0, 3, -1, relation="R")
-    assert (tc.count, core.views[0][0][7]) == (4, 3)
+    assert (tc.count, core.views[0][7][0]) == (4, 3)
     tc.update(0, 4, -1, relation="R")  # heavy degree 2 < ½√31 → minor move to R_l
     assert tc.count == 3 and tc.stats()["minor_rebalances"] == 1
     assert core.heavy[0] == set()
@@ -96,7 +99,7 @@ def test_example5_full_trace():
         check_invariants(tc)
     assert tc.count == 3 and core.heavy[2] == {7}
     assert tc.stats()["minor_rebalances"] == 2
-    assert core.views[2] == {7: {1: 1, 5: 1, 6: 1}}
+    assert core.views[2] == {1: {7: 1}, 5: {7: 1}, 6: {7: 1}}
     assert (core.size, core.n) == (18, 31)
 
 
