@@ -345,8 +345,12 @@ class IvmEpsState:
                         ny = rows_j.get(y)
                         if ny:
                             cnt.update(ny.keys())
-                for z, c in cnt.items():
-                    _col_add(vi, z, x, c)
+                for z, c in cnt.items():  # _col_add inlined: counts are positive
+                    vz = vi.get(z)
+                    if vz is None:
+                        vi[z] = {x: c}
+                    else:
+                        vz[x] = vz.get(x, 0) + c
             else:
                 for y, w in row.items():
                     if y not in heavy_j:
