@@ -32,7 +32,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional
 
-from operators.errors import ConfigError
+from operators.errors import ConfigError, InvariantError
 from operators.recursive.aggsel import AggSel
 from operators.recursive.provenance import Provenance, ProvTable
 
@@ -90,13 +90,14 @@ class Engine:
     """The distributed plan of Fig. 4 over simulated nodes; see the module docstring."""
 
     def __init__(self, spec: Spec, prov: Provenance, nodes=1, ship: str = "lazy",
-                 flush_every: Optional[int] = None) -> None:
+                 flush_every: Optional[int] = None, max_rounds: Optional[int] = None) -> None:
         if ship not in SHIP_MODES:
             raise ConfigError(f"recursive view {spec.name}: ship must be one of {SHIP_MODES}, got {ship!r}")
         self.spec, self.prov, self.ship = spec, prov, ship
         self.nodes_arg = nodes
         self.node_of = partitioner(nodes)
         self.flush_every = flush_every
+        self.max_rounds = max_rounds  # guard for specs whose recursion may not terminate
         self.nodes: dict[Hashable, _Node] = {}
         self.channels: dict[tuple, _Channel] = {}
         self.queue: list = []
@@ -306,6 +307,9 @@ class Engine:
             while self.queue:
                 batch, self.queue = self.queue, []
                 self.stats["rounds"] += 1
+                if self.max_rounds is not None and self.stats["rounds"] > self.max_rounds:
+                    raise InvariantError(f"recursive view {self.spec.name}: no fixpoint after "
+                                         f"{self.max_rounds} rounds ({self.stats['derivations']} derivations)")
                 for dst, kind, item, pv in batch:
                     if kind == "rins":
                         self._fix_insert(dst, item, pv)

@@ -286,3 +286,34 @@ def test_stats_and_partitioning():
     many.apply(deletes=[(5, 6)])
     s = many.stats()
     assert s["deleted_vars"] == 1 and s["deletion_broadcasts"] == 3 and s["removed"] == 6 * 7
+
+
+def _path_engine(with_aggsel: bool):
+    from dataclasses import replace
+
+    from operators.recursive.engine import Engine
+    from operators.recursive.views import SHORTEST
+
+    # paths with cycles allowed: only AggSel can stop the recursion (digest O5, termination)
+    spec = replace(SHORTEST, combine=lambda e, r: (e[0], r[1], e[2] + r[2], (e[0],) + r[3]))
+    if not with_aggsel:
+        spec = replace(spec, group=None, rank=None)
+    prov = Provenance()
+    eng = Engine(spec, prov, nodes=2, max_rounds=200)
+    for i, (a, b, c) in enumerate([("A", "B", 1), ("B", "A", 1), ("B", "C", 2)]):
+        pv = prov.var(prov.fresh(f"{a}→{b}"))
+        eng.insert_base((a, b, c, (a, b)), pv)
+        eng.insert_edge((a, b, c), pv)
+    return eng
+
+
+def test_o5_without_aggsel_path_does_not_terminate():
+    from operators.errors import InvariantError
+
+    with pytest.raises(InvariantError):
+        _path_engine(with_aggsel=False).run()
+    eng = _path_engine(with_aggsel=True)
+    eng.run()
+    best = {(r[0], r[1]): (r[2], r[3]) for r in eng.view_tuples()}
+    assert best[("A", "C")] == (3, ("A", "B", "C")) and best[("A", "A")] == (2, ("A", "B", "A"))
+    assert eng.stats["pruned"] > 0

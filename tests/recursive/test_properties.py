@@ -216,3 +216,20 @@ def test_region_matches_bfs(stream, reading, ship):
             for rid, _ in want:
                 sizes[rid] = sizes.get(rid, 0) + 1
             assert v.sizes() == sizes
+
+
+@SETTINGS
+@given(STREAM, st.sampled_from([ReachabilityView, ShortestPathView]), st.data())
+def test_same_result_whatever_the_batch_boundaries(stream, cls, data):
+    """Insert-only prefixes split at random points give the same rows and provenance."""
+    inserts = [e[:3] for ins, _ in stream for e in ins]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(inserts)), max_size=4)))
+    whole, split = cls(nodes=3), cls(nodes=2, ship="eager")
+    whole.apply(inserts)
+    last = 0
+    for c in cuts + [len(inserts)]:
+        split.apply(inserts[last:c])
+        last = c
+    assert whole.rows() == split.rows()
+    for row in whole.rows():
+        assert whole.explain(row) == split.explain(row)
