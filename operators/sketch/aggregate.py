@@ -53,6 +53,7 @@ class AggSpec:
     nbits: int = 1
     bound: int | None = None  # keep only the best m values per MIN/MAX group
     name: str = "aggregate"
+    annotated: bool = True  # False: no partitioned table below, emit width-0 sketches
 
 
 @dataclass
@@ -366,9 +367,12 @@ def _build(spec, state, rows, bits, w) -> Delta:
     types = state.out_types or [None] * len(names)
     cols = list(zip(*rows))
     arrays = [pa.array(list(c), type=t) for c, t in zip(cols, types)]
-    sk = np.empty(len(bits), dtype=object)
-    for i, b in enumerate(bits):
-        sk[i] = b
+    if not spec.annotated:
+        sk = np.zeros((len(bits), 0), dtype=np.int64)
+    else:
+        sk = np.empty(len(bits), dtype=object)
+        for i, b in enumerate(bits):
+            sk[i] = b
     return Delta(pa.Table.from_arrays(arrays, names=names), np.asarray(w, np.int64), sk)
 
 

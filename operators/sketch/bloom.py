@@ -60,11 +60,16 @@ class CountingBloom:
             return
         pos = self._positions(hashes).reshape(-1)
         w = np.repeat(weights.astype(np.int64), self.k)
-        delta = np.bincount(pos, weights=w, minlength=len(self.counters)).astype(np.int64)
-        touched = np.flatnonzero(delta)
+        if len(pos) * 8 > len(self.counters):  # bulk (build): one linear pass over m
+            delta = np.bincount(pos, weights=w, minlength=len(self.counters)).astype(np.int64)
+            touched = np.flatnonzero(delta)
+            delta = delta[touched]
+        else:  # a delta: O(delta), never scan all m counters
+            touched, inv = np.unique(pos, return_inverse=True)
+            delta = np.bincount(inv.reshape(-1), weights=w, minlength=len(touched)).astype(np.int64)
         cur = self.counters[touched].astype(np.int64)
         saturated = cur == int(_MAX)
-        new = np.clip(cur + delta[touched], 0, int(_MAX))
+        new = np.clip(cur + delta, 0, int(_MAX))
         new[saturated] = int(_MAX)
         self.counters[touched] = new.astype(np.uint16)
         self.added += int(weights[weights > 0].sum())
@@ -79,9 +84,11 @@ class CountingBloom:
         return self.added > 2 * self.capacity
 
     @classmethod
-    def build(cls, hashes: np.ndarray, weights: np.ndarray) -> "CountingBloom":
-        live = hashes[weights != 0] if len(hashes) else hashes
-        n_keys = len(np.unique(live)) if len(live) else 0
+    def build(cls, hashes: np.ndarray, weights: np.ndarray, n_keys: int | None = None) -> "CountingBloom":
+        """A filter sized for ``n_keys`` distinct keys (default: counted here) holding the keys."""
+        if n_keys is None:
+            live = hashes[weights != 0] if len(hashes) else hashes
+            n_keys = len(np.unique(live)) if len(live) else 0
         bf = cls(capacity=n_keys)
         bf.update(hashes, weights)
         bf.added = 0

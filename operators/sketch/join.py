@@ -105,7 +105,7 @@ def _probe(spec, d: Delta, h, store: SideStore, bloom, state, d_is_left: bool):
 
 
 def _direct(spec, dl: Delta, hl, dr: Delta, hr) -> Delta | None:
-    order = np.argsort(hr, kind="stable")
+    order = np.argsort(hr)
     hs = hr[order]
     lo = np.searchsorted(hs, hl, "left")
     hi = np.searchsorted(hs, hl, "right")
@@ -134,7 +134,7 @@ def step(spec: JoinSpec, state: JoinState, dl: Delta | None, dr: Delta | None):
             bf = getattr(state, attr)
             if bf is None or bf.needs_rebuild():
                 hh, ww = store.hashes_and_weights()
-                setattr(state, attr, CountingBloom.build(hh, ww))
+                setattr(state, attr, CountingBloom.build(hh, ww, store.distinct_keys()))
             else:
                 bf.update(h, d.weight)
     return state, Delta.concat(parts, spec.nbits)

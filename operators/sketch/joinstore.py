@@ -2,9 +2,9 @@
 
 ``SideStore`` is what the join operator needs from "the other side": ``add`` a delta and
 ``probe`` with key hashes for candidate partner rows.  ``MemoryIndex`` keeps the rows in
-memory as two runs sorted by key hash (a large ``main`` run and a small ``tail`` of recent
-deltas), so a probe is two ``np.searchsorted`` calls and a vectorised range expansion -
-cost proportional to the probe and its matches.  Deletes are appended as negative-weight
+memory as runs sorted by key hash (a large ``main`` run and O(log n) small ``tail`` runs
+of recent deltas), so a probe is a few ``np.searchsorted`` calls and a vectorised range
+expansion - cost proportional to the probe and its matches.  Deletes are appended as negative-weight
 rows (they cancel their inserts in every consumer, which sums weights per annotated
 tuple); when the tail outgrows 1/8 of main it is merged in and the rows sharing key
 hashes with it are consolidated, so cancelled pairs disappear (amortised O(n log n)).
@@ -83,6 +83,14 @@ class SideStore:
 
 
 class MemoryIndex(SideStore):
+    """Rows sorted by key hash in a big ``main`` run plus a few sorted ``tail`` runs.
+
+    Tail runs are merged like a binary counter (a new run absorbs older runs at most twice
+    its size), so there are O(log n) of them and each row is re-sorted O(log n) times; a
+    probe is one ``searchsorted`` per run.  When the tail outgrows max(min_tail, main/8)
+    rows it is merged into main and rows sharing key hashes with it are consolidated.
+    """
+
     min_tail = 4096  # rows the tail may hold before a compaction (tests lower it)
 
     def __init__(self, nbits: int, key_ids: tuple):
@@ -90,35 +98,40 @@ class MemoryIndex(SideStore):
         self.key_ids = tuple(key_ids)
         self.main: Delta | None = None
         self.main_h = np.zeros(0, dtype=np.uint64)
-        self.tail: list = []  # [(Delta, hashes)]
-        self._tail_sorted = None  # cache: (Delta, hashes) sorted by hash
+        self.tail: list = []  # [(Delta sorted by hash, sorted hashes)]
         self.encoding = ENCODING
 
     def __len__(self):
         return (len(self.main) if self.main is not None else 0) + sum(len(d) for d, _ in self.tail)
 
+    def distinct_keys(self) -> int:
+        """Distinct key hashes in main (sorted, so one linear pass) plus tail rows (upper bound)."""
+        n = 0
+        if self.main is not None and len(self.main_h):
+            n = 1 + int(np.count_nonzero(self.main_h[1:] != self.main_h[:-1]))
+        return n + sum(len(d) for d, _ in self.tail)
+
+    def _sorted_run(self, d: Delta, h: np.ndarray):
+        order = np.argsort(h)
+        return d.take(order), h[order]
+
     def add(self, d: Delta, hashes: np.ndarray) -> None:
         if d is None or len(d) == 0:
             return
         if self.main is None:
-            order = np.argsort(hashes, kind="stable")
-            self.main, self.main_h = d.take(order), hashes[order]
+            self.main, self.main_h = self._sorted_run(d, hashes)
             return
-        self.tail.append((d, hashes))
-        self._tail_sorted = None
+        run = self._sorted_run(d, hashes)
+        while self.tail and len(self.tail[-1][0]) <= 2 * len(run[0]):
+            od, oh = self.tail.pop()
+            run = self._sorted_run(Delta.concat([od, run[0]], self.nbits), np.concatenate([oh, run[1]]))
+        self.tail.append(run)
         if sum(len(x) for x, _ in self.tail) > max(self.min_tail, len(self.main) // 8):
             self._compact()
 
-    def _sorted_tail(self):
-        if self._tail_sorted is None and self.tail:
-            d = Delta.concat([x for x, _ in self.tail], self.nbits)
-            h = np.concatenate([y for _, y in self.tail])
-            order = np.argsort(h, kind="stable")
-            self._tail_sorted = (d.take(order), h[order])
-        return self._tail_sorted
-
     def _compact(self) -> None:
-        td, th = self._sorted_tail()
+        td = Delta.concat([x for x, _ in self.tail], self.nbits)
+        th = np.concatenate([y for _, y in self.tail])
         lo = np.searchsorted(self.main_h, th, "left")
         hi = np.searchsorted(self.main_h, th, "right")
         _, idx = _expand(lo, hi)
@@ -127,35 +140,28 @@ class MemoryIndex(SideStore):
         keep[idx] = False
         merged = consolidate(Delta.concat([self.main.take(idx), td], self.nbits), self.nbits)
         rest_idx = np.flatnonzero(keep)
-        rest = self.main.take(rest_idx)
-        parts, hs = [rest], [self.main_h[rest_idx]]
+        parts, hs = [self.main.take(rest_idx)], [self.main_h[rest_idx]]
         if merged is not None:
             parts.append(merged)
             hs.append(key_hash(merged.table, self.key_ids))
-        allh = np.concatenate(hs)
         d = Delta.concat(parts, self.nbits)
-        order = np.argsort(allh, kind="stable")
-        self.main, self.main_h = d.take(order), allh[order]
-        self.tail, self._tail_sorted = [], None
+        self.tail = []
+        if d is None or len(d) == 0:
+            self.main, self.main_h = None, np.zeros(0, dtype=np.uint64)
+            return
+        self.main, self.main_h = self._sorted_run(d, np.concatenate(hs))
 
     def probe(self, hashes: np.ndarray):
         pi_parts, rows = [], []
-        if self.main is not None and len(hashes):
-            lo = np.searchsorted(self.main_h, hashes, "left")
-            hi = np.searchsorted(self.main_h, hashes, "right")
-            p, idx = _expand(lo, hi)
-            if len(p):
-                pi_parts.append(p)
-                rows.append(self.main.take(idx))
-        st = self._sorted_tail()
-        if st is not None and len(hashes):
-            td, th = st
-            lo = np.searchsorted(th, hashes, "left")
-            hi = np.searchsorted(th, hashes, "right")
-            p, idx = _expand(lo, hi)
-            if len(p):
-                pi_parts.append(p)
-                rows.append(td.take(idx))
+        runs = ([(self.main, self.main_h)] if self.main is not None else []) + self.tail
+        if len(hashes):
+            for d, h in runs:
+                lo = np.searchsorted(h, hashes, "left")
+                hi = np.searchsorted(h, hashes, "right")
+                p, idx = _expand(lo, hi)
+                if len(p):
+                    pi_parts.append(p)
+                    rows.append(d.take(idx))
         if not pi_parts:
             return np.zeros(0, np.int64), None
         return np.concatenate(pi_parts), Delta.concat(rows, self.nbits)

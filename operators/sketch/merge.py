@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from operators.errors import InvariantError
 from operators.sketch.delta import Delta, ids_of, is_compact
@@ -35,8 +36,11 @@ def step(state: MergeState, d: Delta | None, columns, keep_rows: bool = True):
     """Returns (state, added global ids, removed global ids)."""
     if d is None or len(d) == 0:
         return state, set(), set()
+    new_types = [d.table.schema.field(c).type for c in columns]
     if state.types is None:
-        state.types = [d.table.schema.field(c).type for c in columns]
+        state.types = new_types
+    else:  # a column first seen all-NULL (null type) learns its real type later
+        state.types = [n if pa.types.is_null(o) else o for o, n in zip(state.types, new_types)]
     w = d.weight
     delta: dict = {}
     if is_compact(d.sketch):

@@ -144,7 +144,7 @@ class AggNode(Node):
 
     def freeze(self, ctx):
         self.spec = aggregate.AggSpec(tuple(self.group), tuple(self.aggs), ctx.space.nbits,
-                                      ctx.minmax_bound, self.name)
+                                      ctx.minmax_bound, self.name, _annotated(self, ctx))
         self.state = aggregate.new_state(self.spec)
 
     def run(self, ctx, raw, learn):
@@ -161,13 +161,18 @@ class TopKNode(Node):
     def freeze(self, ctx):
         pos = {c: i for i, c in enumerate(self.out)}
         self.spec = topk.TopKSpec(tuple((pos[c], desc) for c, desc in self.order), self.k, tuple(self.out),
-                                  ctx.space.nbits, ctx.topk_bound)
+                                  ctx.space.nbits, ctx.topk_bound, "topk", _annotated(self, ctx))
         self.state = topk.TopKState()
 
     def run(self, ctx, raw, learn):
         d = self.children[0].run(ctx, raw, learn)
         self.state, out = topk.step(self.spec, self.state, d)
         return out
+
+
+def _annotated(node: Node, ctx) -> bool:
+    """Does any partitioned table feed this node (else its sketches are always empty)?"""
+    return bool(node.tables() & set(ctx.partitions))
 
 
 # -- rewrites ------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class TopKSpec:
     nbits: int = 1
     bound: int | None = None
     name: str = "topk"
+    annotated: bool = True  # False: no partitioned table below, emit width-0 sketches
 
 
 @dataclass
@@ -101,8 +102,11 @@ def _top(spec, state) -> Counter:
 def step(spec: TopKSpec, state: TopKState, d: Delta | None):
     if d is None or len(d) == 0:
         return state, None
+    new_types = [d.table.schema.field(c).type for c in spec.columns]
     if state.types is None:
-        state.types = [d.table.schema.field(c).type for c in spec.columns]
+        state.types = new_types
+    else:  # a column first seen all-NULL (null type) learns its real type later
+        state.types = [n if pa.types.is_null(o) else o for o, n in zip(state.types, new_types)]
     rows = list(zip(*[d.table.column(c).to_pylist() for c in spec.columns]))
     sk = as_sets(d.sketch, spec.nbits)
     ent, F = state.entries, state.frontier
@@ -154,9 +158,12 @@ def step(spec: TopKSpec, state: TopKState, d: Delta | None):
         return state, None
     cols = list(zip(*out_rows))
     arrays = [pa.array(list(c), type=t) for c, t in zip(cols, state.types)]
-    sk_out = np.empty(len(out_bits), dtype=object)
-    for i, b in enumerate(out_bits):
-        sk_out[i] = b
+    if spec.annotated:
+        sk_out = np.empty(len(out_bits), dtype=object)
+        for i, b in enumerate(out_bits):
+            sk_out[i] = b
+    else:
+        sk_out = np.zeros((len(out_bits), 0), dtype=np.int64)
     return state, Delta(pa.Table.from_arrays(arrays, names=list(spec.columns)), np.asarray(out_w, np.int64), sk_out)
 
 
