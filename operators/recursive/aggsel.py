@@ -1,13 +1,15 @@
 """Aggregate selection (AggSel, Alg. 4) on an update stream with absorption provenance.
 
-Incremental rule: per group key keep the best tuple under a total order ``rank`` (smaller is
-better); an insertion passes downstream only if it is new-best for its group, or a new
-derivation of the current best; anything else is pruned (not propagated) but kept.
+Incremental rule: per group key and per aggregate keep the best tuple under a total order
+(smaller is better); an insertion passes downstream only if it is new-best for its group for
+some aggregate, or a new derivation of a current best; anything else is pruned (not
+propagated) but kept.
 State kept: ``h`` = every tuple that arrived and is still derivable, with its provenance (this
 is what the paper keeps so that deletions work), ``members`` group -> tuples, ``best`` group ->
-tuple. Deletions: dead variables are restricted to false in ``h``; when the best of a group
-dies, the next best among the kept tuples is promoted (returned to the caller, which emits an
-INS for it). Retraction of a beaten best is left to the caller (the Fixpoint drops it).
+tuple per aggregate. Deletions: dead variables are restricted to false in ``h``; when the best
+of a group dies, the next best among the kept tuples is promoted (returned to the caller, which
+emits an INS for it). A beaten tuple that is best for no aggregate any more is returned to the
+caller, which retracts it (the Fixpoint drops it).
 
 Reading of the paper: Alg. 4 prunes a new derivation of the *current best* (it is neither
 absent nor strictly better); we pass it, otherwise the best tuple's provenance would be
@@ -22,35 +24,45 @@ from typing import Callable, Hashable
 
 from operators.recursive.provenance import Provenance, ProvTable
 
-PASS = ("pass",)
-
-
 class AggSel:
-    """One AggSel instance (embedded in a Fixpoint or in a MinShip channel)."""
+    """One AggSel instance (embedded in a Fixpoint or in a MinShip channel).
 
-    __slots__ = ("h", "members", "best", "group", "rank")
+    ``ranks``: one total order per aggregate (MIN of cost, MIN of hops, ...); a tuple is kept
+    downstream while it is the best of its group for *any* of them (multi-aggregate AggSel).
+    """
 
-    def __init__(self, prov: Provenance, group: Callable, rank: Callable) -> None:
+    __slots__ = ("h", "members", "best", "group", "ranks")
+
+    def __init__(self, prov: Provenance, group: Callable, ranks: tuple) -> None:
         self.h = ProvTable(prov)
         self.members: dict[Hashable, set] = defaultdict(set)
-        self.best: dict[Hashable, tuple] = {}
+        self.best: dict[tuple, tuple] = {}  # (group, aggregate index) -> tuple
         self.group = group
-        self.rank = rank
+        self.ranks = tuple(ranks)
+
+    def is_best(self, t, g=None) -> bool:
+        g = self.group(t) if g is None else g
+        return any(self.best.get((g, i)) == t for i in range(len(self.ranks)))
 
     def insert(self, t, pv):
-        """None = pruned/absorbed; PASS = forward t; ("improve", old) = forward t, old is beaten."""
+        """None = pruned or absorbed; else the list of tuples t beat that are now best for nothing."""
         if not self.h.merge(t, pv):
             return None
         g = self.group(t)
         self.members[g].add(t)
-        b = self.best.get(g)
-        if b is None or b == t:
-            self.best[g] = t
-            return PASS
-        if self.rank(t) < self.rank(b):
-            self.best[g] = t
-            return ("improve", b)
-        return None
+        passed, beaten = False, []
+        for i, rank in enumerate(self.ranks):
+            b = self.best.get((g, i))
+            if b is None or b == t:
+                self.best[(g, i)] = t
+                passed = True
+            elif rank(t) < rank(b):
+                self.best[(g, i)] = t
+                passed = True
+                beaten.append(b)
+        if not passed:
+            return None
+        return [b for b in set(beaten) if not self.is_best(b, g)]
 
     def kill(self, dead: set[str]) -> list:
         """Restrict dead variables; returns [(promoted tuple, its provenance)]."""
@@ -61,19 +73,20 @@ class AggSel:
             ms = self.members.get(g)
             if ms is not None:
                 ms.discard(t)
-            if self.best.get(g) == t:
-                del self.best[g]
-                lost.add(g)
-        promos = []
-        for g in lost:
+            for i in range(len(self.ranks)):
+                if self.best.get((g, i)) == t:
+                    del self.best[(g, i)]
+                    lost.add((g, i))
+        promoted = {}
+        for g, i in lost:
             ms = self.members.get(g)
             if ms:
-                nb = min(ms, key=self.rank)
-                self.best[g] = nb
-                promos.append((nb, self.h.get(nb)))
+                nb = min(ms, key=self.ranks[i])
+                self.best[(g, i)] = nb
+                promoted[nb] = self.h.get(nb)
             else:
                 self.members.pop(g, None)
-        return promos
+        return list(promoted.items())
 
     def rebuild(self) -> None:
         """Recompute members/best from ``h`` (after a restore)."""
@@ -82,4 +95,5 @@ class AggSel:
         for t in self.h.keys():
             self.members[self.group(t)].add(t)
         for g, ms in self.members.items():
-            self.best[g] = min(ms, key=self.rank)
+            for i, rank in enumerate(self.ranks):
+                self.best[(g, i)] = min(ms, key=rank)

@@ -48,7 +48,8 @@ class Spec:
     o: Callable  # edge -> out vertex (home of derived tuples)
     combine: Callable  # (edge, r) -> derived r or None (pruned, e.g. non-simple path)
     group: Optional[Callable] = None  # r -> AggSel group (None: no AggSel)
-    rank: Optional[Callable] = None  # r -> sort key, smaller is better
+    rank: Optional[Callable] = None  # r -> sort key, smaller is better (the view's aggregate)
+    extra_ranks: tuple = ()  # further aggregates kept by a multi-aggregate AggSel
 
     def gkey(self, r):
         return self.group(r) if self.group is not None else r
@@ -73,8 +74,8 @@ class _Node:
         self.r_by_key: dict = defaultdict(set)
         self.s = ProvTable(prov)
         self.s_by_j: dict = defaultdict(set)
-        self.agg = AggSel(prov, spec.group, spec.rank) if spec.group else None
-        self.fix_group: dict = {}
+        self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
+        self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
 
 
 class _Channel:
@@ -83,7 +84,7 @@ class _Channel:
     def __init__(self, prov: Provenance, spec: Spec) -> None:
         self.sent = ProvTable(prov)
         self.buf = ProvTable(prov)
-        self.agg = AggSel(prov, spec.group, spec.rank) if spec.group else None
+        self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
 
 
 class Engine:
@@ -124,7 +125,16 @@ class Engine:
             return None
         if self.spec.group is None:
             return g if g in nd.fix else None
-        return nd.fix_group.get(g)
+        ts = nd.fix_group.get(g)
+        return min(ts, key=self.spec.rank) if ts else None
+
+    def best_by(self, g, i: int):
+        """The Fixpoint's best tuple of group ``g`` for aggregate ``i`` (0 = the view's)."""
+        nd = self.nodes.get(self.node_of(g[0]))
+        ts = nd.fix_group.get(g) if nd is not None else None
+        if not ts:
+            return None
+        return min(ts, key=((self.spec.rank,) + self.spec.extra_ranks)[i])
 
     def _touch(self, g) -> None:
         if g not in self.before:
@@ -147,12 +157,12 @@ class Engine:
         nd = self.node(n)
         spec = self.spec
         if nd.agg is not None and not promoted:
-            verdict = nd.agg.insert(r, pv)
-            if verdict is None:
+            beaten = nd.agg.insert(r, pv)
+            if beaten is None:
                 self.stats["pruned"] += 1
                 return
-            if verdict[0] == "improve":
-                self._fix_retract(nd, verdict[1])
+            for old in beaten:
+                self._fix_retract(nd, old)
         g = spec.gkey(r)
         self._touch(g)
         new = r not in nd.fix
@@ -163,10 +173,7 @@ class Engine:
         if new:
             nd.r_by_key[r[0]].add(r)
             if spec.group is not None:
-                old = nd.fix_group.get(g)
-                if old is not None and old != r:
-                    self._fix_retract(nd, old)
-                nd.fix_group[g] = r
+                nd.fix_group.setdefault(g, set()).add(r)
         for e in tuple(nd.s_by_j.get(r[0], ())):
             out = spec.combine(e, r)
             if out is not None:
@@ -176,11 +183,18 @@ class Engine:
         """AggSel beat ``old``: drop it from the Fixpoint and the join (it stays in AggSel's h)."""
         if nd.fix.pop(old) is None:
             return
-        self._touch(self.spec.gkey(old))
-        nd.r_by_key[old[0]].discard(old)
         g = self.spec.gkey(old)
-        if nd.fix_group.get(g) == old:
-            del nd.fix_group[g]
+        self._touch(g)
+        nd.r_by_key[old[0]].discard(old)
+        self._drop_group(nd, g, old)
+
+    @staticmethod
+    def _drop_group(nd: _Node, g, r) -> None:
+        ts = nd.fix_group.get(g)
+        if ts is not None:
+            ts.discard(r)
+            if not ts:
+                del nd.fix_group[g]
 
     # -- join S side -----------------------------------------------------------------------------
     def insert_edge(self, e, pv) -> None:
@@ -205,10 +219,9 @@ class Engine:
         self._ship(src, dst, self.channel(src, dst), out, pv)
 
     def _ship(self, src, dst, ch: _Channel, t, pv) -> None:
-        if ch.agg is not None:
-            if ch.agg.insert(t, pv) is None:
-                self.stats["pruned"] += 1
-                return
+        if ch.agg is not None and ch.agg.insert(t, pv) is None:
+            self.stats["pruned"] += 1
+            return
         if self.ship == "plain":
             self._emit(src, dst, "rins", t, pv)
             return
@@ -252,11 +265,11 @@ class Engine:
             _, removed = nd.fix.kill(dead)
             for r in removed:
                 g = spec.gkey(r)
-                if g not in self.before:
-                    self.before[g] = r
+                if g not in self.before:  # fix_group still lists every pre-kill tuple of g here
+                    self.before[g] = r if spec.group is None else self.current(g)
                 nd.r_by_key[r[0]].discard(r)
-                if spec.group is not None and nd.fix_group.get(g) == r:
-                    del nd.fix_group[g]
+                if spec.group is not None:
+                    self._drop_group(nd, g, r)
             self.stats["removed"] += len(removed)
             _, removed = nd.s.kill(dead)
             for e in removed:

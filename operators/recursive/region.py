@@ -208,6 +208,9 @@ class RegionView(_View):
     def _new_front(self):
         return RegionFront(self._k, self._reading)
 
+    def _config(self) -> dict:
+        return {"params": list(self._params), "k": self._k, "reading": self._reading}
+
     def _fresh(self):
         front = self._new_front()
         return front, ProvImpl(self.spec, front, *self._params)

@@ -12,9 +12,9 @@ stored as their minimal DNF over live variables. Deletions: see the method modul
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from operators.errors import StateError
+from operators.errors import ConfigError, StateError
 from operators.recursive.engine import Engine, Spec
 from operators.recursive.fronts import Events, LinkFront
 from operators.recursive.provenance import Provenance
@@ -57,6 +57,10 @@ def _sp_combine(e, r):
     if vec[0] == vec[-1] or x in vec[:-1]:
         return None  # never a cheapest path with positive costs: not simple
     return (x, r[1], e[2] + r[2], (x,) + vec)
+
+
+def HOPS_RANK(r):
+    return (len(r[3]), r[2], tuple(_vkey(v) for v in r[3]))
 
 
 SHORTEST = Spec(
@@ -149,7 +153,7 @@ class ProvImpl:
             for r in nd.fix.keys():
                 nd.r_by_key[r[0]].add(r)
                 if self.spec.group is not None:
-                    nd.fix_group[self.spec.group(r)] = r
+                    nd.fix_group.setdefault(self.spec.group(r), set()).add(r)
             nd.s.load(s, tup)
             for e in nd.s.keys():
                 nd.s_by_j[self.spec.j(e)].add(e)
@@ -229,7 +233,13 @@ class _View:
 
     def rows(self):
         if self.keyed:
-            return {self._row(r): self._value(r) for r in self._impl.tuples()}
+            best: dict = {}
+            rank = self.spec.rank
+            for r in self._impl.tuples():
+                g = self._row(r)
+                if g not in best or rank(r) < rank(best[g]):
+                    best[g] = r
+            return {g: self._value(r) for g, r in best.items()}
         return {self._row(r) for r in self._impl.tuples()}
 
     def explain(self, row) -> str:
@@ -242,17 +252,18 @@ class _View:
     def stats(self) -> dict:
         s = self._impl.stats()
         s["method"] = self._impl.method
-        s["rows"] = sum(1 for _ in self._impl.tuples())
+        s["rows"] = len(self.rows())
         return s
 
     # -- snapshot ------------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         doc = {"encoding": ENCODING, "view": type(self).__name__, "method": self._impl.method,
-               "front": self._front.dump(), "state": self._impl.dump(), "extra": self._dump_extra()}
+               "config": self._config(), "front": self._front.dump(), "state": self._impl.dump()}
         return json.dumps(doc, separators=(",", ":")).encode()
 
-    def _dump_extra(self):
-        return None
+    def _config(self) -> dict:
+        """Constructor parameters; a snapshot only restores into a view built with the same."""
+        return {"params": list(self._params)}
 
     def restore(self, data: bytes) -> None:
         """Replace this view's state by a snapshot of the same view class and method."""
@@ -268,13 +279,12 @@ class _View:
             raise StateError(f"{type(self).__name__}.restore: snapshot is of "
                              f"{doc.get('view')}/{doc.get('method')}, not "
                              f"{type(self).__name__}/{self._impl.method}")
+        if doc.get("config") != json.loads(json.dumps(self._config())):
+            raise StateError(f"{type(self).__name__}.restore: snapshot was taken with "
+                             f"{doc.get('config')}, this view has {self._config()}")
         self._front, self._impl = self._fresh()
         self._front.load(doc["front"])
         self._impl.load(doc["state"])
-        self._load_extra(doc.get("extra"))
-
-    def _load_extra(self, extra) -> None:
-        pass
 
 
 def _reach_front():
@@ -313,15 +323,39 @@ class ShortestPathView(_ProvView):
     Edges ``(src, dst, cost[, expires_at])``, cost > 0. Aggregate selection with the total order
     (cost, hops, path) keeps, per (src, dst), every derived path that is still derivable and
     forwards only the best; ties of cost are broken by fewer hops, then the smaller path.
+    ``aggregates=("cost", "hops")`` runs the paper's multi-aggregate AggSel: a path is also kept
+    while it has the fewest hops (order (hops, cost, path)), and ``fewest_hops()`` is available.
     Same ``nodes``/``ship``/``flush_every`` parameters as ``ReachabilityView``.
     """
 
-    spec = SHORTEST
     keyed = True
     _new_front = staticmethod(_sp_front)
 
+    def __init__(self, nodes=1, ship: str = "lazy", flush_every=None, aggregates=("cost",)) -> None:
+        aggregates = tuple(aggregates)
+        if aggregates not in (("cost",), ("cost", "hops")):
+            raise ConfigError(f"ShortestPathView: aggregates must be ('cost',) or ('cost', 'hops'), "
+                              f"got {aggregates!r}")
+        self._aggregates = aggregates
+        self.spec = SHORTEST if aggregates == ("cost",) else replace(SHORTEST, extra_ranks=(HOPS_RANK,))
+        super().__init__(nodes, ship, flush_every)
+
+    def _config(self) -> dict:
+        return {"params": list(self._params), "aggregates": list(self._aggregates)}
+
     def _value(self, r):
         return (r[2], r[3])
+
+    def fewest_hops(self) -> dict:
+        """minHops / fewestHops: {(src, dst): (hops, path)} (needs aggregates=("cost", "hops"))."""
+        if "hops" not in self._aggregates or not isinstance(self._impl, ProvImpl):
+            raise ConfigError("fewest_hops() needs ShortestPathView(aggregates=('cost', 'hops'))")
+        best: dict = {}
+        for r in self._impl.tuples():
+            g = (r[0], r[1])
+            if g not in best or HOPS_RANK(r) < HOPS_RANK(best[g]):
+                best[g] = r
+        return {g: (len(r[3]) - 1, r[3]) for g, r in best.items()}
 
 
 def baseline(view_cls, method: str):

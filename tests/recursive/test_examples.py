@@ -317,3 +317,26 @@ def test_o5_without_aggsel_path_does_not_terminate():
     best = {(r[0], r[1]): (r[2], r[3]) for r in eng.view_tuples()}
     assert best[("A", "C")] == (3, ("A", "B", "C")) and best[("A", "A")] == (2, ("A", "B", "A"))
     assert eng.stats["pruned"] > 0
+
+
+def test_o5_multi_aggsel_keeps_cheapest_and_fewest_hops():
+    links = [("A", "B", 1), ("B", "C", 1), ("A", "C", 5), ("C", "A", 1)]
+    v = ShortestPathView(nodes="vertex", aggregates=("cost", "hops"))
+    v.apply(links)
+    hops = v.fewest_hops()
+    assert v.rows()[("A", "C")] == (2, ("A", "B", "C")) and hops[("A", "C")] == (1, ("A", "C"))
+    # shortestCheapestPath(A,C) = (A.B.C, 2, A.C, 1)
+    assert (v.rows()[("A", "C")][1], v.rows()[("A", "C")][0]) + hops[("A", "C")][::-1] == \
+        (("A", "B", "C"), 2, ("A", "C"), 1)
+    assert hops[("A", "A")] == (2, ("A", "C", "A")) and hops[("C", "C")] == (2, ("C", "A", "C"))
+    assert hops[("B", "B")] == (3, ("B", "C", "A", "B"))
+    single = ShortestPathView(nodes="vertex")
+    single.apply(links)
+    assert single.rows() == v.rows()
+    d = v.apply(deletes=[("A", "C")])
+    assert not d  # the cheapest paths never used A→C
+    assert v.fewest_hops()[("A", "C")] == (2, ("A", "B", "C"))
+    with pytest.raises(ConfigError):
+        single.fewest_hops()
+    with pytest.raises(ConfigError):
+        ShortestPathView(aggregates=("hops",))

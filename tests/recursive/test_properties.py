@@ -139,6 +139,28 @@ def test_shortest_paths_match_dijkstra(stream, ship, nodes):
     run_stream(views, stream, True, _check_sp)
 
 
+@SETTINGS
+@given(STREAM, st.sampled_from(["lazy", "eager"]), st.sampled_from([1, 3, "vertex"]))
+def test_multi_aggsel_matches_dijkstra_and_bfs(stream, ship, nodes):
+    def check(view, rows, model):
+        _check_sp(view, rows, model)
+        g = model.graph()
+        hops = view.fewest_hops()
+        want = {}
+        for x in g.nodes:
+            dist = nx.single_source_shortest_path_length(g, x)
+            want.update({(x, y): d for y, d in dist.items() if y != x})
+            loops = [dist[w] + 1 for w in g.predecessors(x) if w in dist]
+            if loops:
+                want[(x, x)] = min(loops)
+        assert {k: h for k, (h, _) in hops.items()} == want
+        for (x, y), (h, path) in hops.items():
+            assert path[0] == x and path[-1] == y and len(path) == h + 1
+            assert all(g.has_edge(a, b) for a, b in zip(path, path[1:]))
+
+    run_stream([ShortestPathView(nodes=nodes, ship=ship, aggregates=("cost", "hops"))], stream, True, check)
+
+
 def _check_sp(view, rows, model):
     g = model.graph()
     assert {k: c for k, (c, _) in rows.items()} == cheapest(g)

@@ -35,6 +35,7 @@ CASES = [
     (ReachabilityView, dict(nodes=3, ship="lazy")),
     (ReachabilityView, dict(nodes="vertex", ship="eager")),
     (ShortestPathView, dict(nodes=3)),
+    (ShortestPathView, dict(nodes=2, aggregates=("cost", "hops"))),
     (DRedReachabilityView, dict(nodes=2)),
     (RecomputeShortestPathView, dict(nodes=2)),
 ]
@@ -82,3 +83,9 @@ def test_unknown_version_and_wrong_view():
         ReachabilityView().restore(b"\x00not json")
     with pytest.raises(StateError):
         ShortestPathView().restore(v.snapshot())
+    with pytest.raises(StateError):  # another partitioning would misplace every tuple
+        ReachabilityView(nodes=2).restore(v.snapshot())
+    s = ShortestPathView(aggregates=("cost", "hops"))
+    s.apply([(1, 2, 1)])
+    with pytest.raises(StateError):
+        ShortestPathView().restore(s.snapshot())
