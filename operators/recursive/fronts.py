@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 from operators.errors import DATA_BAD_EDGE, IvmError
