@@ -64,7 +64,7 @@ class RangePartition:
         if len(arr) == 0:
             raise IvmError(f"equi_depth on {attribute!r}: no non-NULL values")
         if pa.types.is_decimal(arr.type):
-            arr = arr.cast(pa.float64())
+            arr = decimal_to_float(arr)
         srt = pc.sort_indices(arr)
         arr = arr.take(srt)
         n = len(arr)
@@ -178,6 +178,28 @@ class RangePartition:
 
 # -- type handling ------------------------------------------------------------------------
 
+def decimal_to_float(arr: pa.Array) -> pa.Array:
+    """decimal -> float64, correctly rounded (what ``float(Decimal)`` gives).
+
+    Arrow's own cast is not correctly rounded (0.05 can become 0.05000000000000001), which
+    would flip comparisons such as ``l_discount > 0.05``.  For precision <= 18 the unscaled
+    int64 is divided by 10**scale (one correctly rounded IEEE division); wider decimals go
+    through their decimal text, which Arrow parses with correct rounding.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    if not pa.types.is_decimal(t):
+        return arr
+    if t.bit_width == 128 and t.precision <= 18 and len(arr):
+        words = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=2 * (arr.offset + len(arr)))
+        unscaled = words[2 * arr.offset::2]
+        vals = unscaled.astype(np.float64) / float(10 ** t.scale) if t.scale >= 0 else unscaled * float(10 ** -t.scale)
+        mask = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+        return pa.array(vals, type=pa.float64(), mask=mask)
+    return pc.cast(pc.cast(arr, pa.string()), pa.float64())
+
+
 def _kind_of(v) -> str:
     if isinstance(v, bool):
         raise IvmError("boolean partition boundaries are not supported")
@@ -224,12 +246,12 @@ def _arrow_to_numpy(arr: pa.Array, kind: str) -> np.ndarray:
     if arr.null_count:
         fill = {"str": "", "date": _dt.date(1970, 1, 1), "timestamp": _dt.datetime(1970, 1, 1)}.get(kind, 0)
         if pa.types.is_decimal(t):
-            arr = arr.cast(pa.float64())
+            arr = decimal_to_float(arr)
             t = arr.type
             fill = 0
         arr = arr.fill_null(pa.scalar(fill, type=t) if kind not in ("int", "float") else 0)
     if pa.types.is_decimal(t):
-        arr = arr.cast(pa.float64())
+        arr = decimal_to_float(arr)
         t = arr.type
     if kind in ("int", "float"):
         if not (pa.types.is_integer(t) or pa.types.is_floating(t)):

@@ -19,6 +19,7 @@ from operators.sketch import plan as P
 from operators.sketch.aggregate import reference_aggregate
 from operators.sketch.join import reference_join
 from operators.sketch.merge import reference_merge
+from operators.sketch.partition import decimal_to_float
 from operators.sketch.scan import normalize_type, reference_scan
 from operators.sketch.stateless import reference_project, reference_select, reference_union
 from operators.sketch.topk import reference_topk
@@ -30,6 +31,8 @@ def _norm_table(t: pa.Table) -> pa.Table:
         c = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
         if pa.types.is_dictionary(c.type):
             c = c.dictionary_decode()
+        if pa.types.is_decimal(c.type):  # same correctly rounded reading as the engine's
+            c = decimal_to_float(c)
         nt = normalize_type(c.type)
         cols.append(c.cast(nt) if c.type != nt else c)
     return pa.Table.from_arrays(cols, names=t.column_names)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from operators.errors import IvmError, StateError
 from operators.sketch.delta import Delta, consolidate
 from operators.sketch.expr import Expr, predicate_mask
-from operators.sketch.partition import RangePartition
+from operators.sketch.partition import RangePartition, decimal_to_float
 
 WEIGHT = "__weight"
 ENCODING = "scan.schema.v1"
@@ -86,6 +86,8 @@ def step(spec: ScanSpec, state: ScanState, raw: pa.Table | None, weight=None, le
         t = state.types.get(name) or normalize_type(c.type)
         if pa.types.is_dictionary(c.type):
             c = c.dictionary_decode()
+        if pa.types.is_decimal(c.type):
+            c = decimal_to_float(c)
         if c.type != t:
             c = pc.cast(c, t)
         arrays.append(c)
