@@ -21,20 +21,18 @@ and the threshold base ``n`` with ⌊N/4⌋ ≤ |D| < N.
 
 Deletions are negative multiplicities through the same path; an entry whose multiplicity
 reaches 0 is removed from every index and view, so degrees and |D| count the support.
-Rebalancing follows Figure 4: a major one (|D| reaches N: N := 2N; |D| < ⌊N/4⌋:
-N := ⌊N/2⌋ − 1) strictly repartitions and recomputes the views without touching Q; a minor
-one moves one value x between parts when its degree leaves [½N^ε, 3/2·N^ε).  The minor move
-patches the two views that depend on x's part and skips the paper's Q deltas of the moved
-tuples because they cancel exactly (Q depends only on K = K_h + K_l).
+After the write, OnUpdate (Figure 4) checks, as one else-if chain: |D| reached N (N := 2N,
+major rebalancing), |D| < ⌊N/4⌋ (N := ⌊N/2⌋ − 1, major), else x's degree left
+[½N^ε, 3/2·N^ε) (minor); the steps themselves are in ``rebalance``.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections import _count_elements  # C helper behind Counter.update(iterable)
 
 from operators.errors import ConfigError
+from operators.triangles.rebalance import Rebalancing, _add, _col_add
 
 
 def _smallest_root(num: int, k: int) -> int:
@@ -66,32 +64,7 @@ def _dot(a: dict, b: dict) -> int:
     return sum([a[k] * b[k] for k in a.keys() & b.keys()])
 
 
-def _col_add(view: dict, z, x, delta: int) -> None:
-    """view[z][x] += delta, removing zero entries and empty inner dicts."""
-    vz = view.get(z)
-    if vz is None:
-        if delta:
-            view[z] = {x: delta}
-        return
-    v = vz.get(x, 0) + delta
-    if v:
-        vz[x] = v
-    else:
-        vz.pop(x, None)
-        if not vz:
-            del view[z]
-
-
-def _add(d: dict, key, delta: int) -> None:
-    """d[key] += delta, removing the entry when it reaches 0."""
-    v = d.get(key, 0) + delta
-    if v:
-        d[key] = v
-    else:
-        del d[key]
-
-
-class IvmEpsState:
+class IvmEpsState(Rebalancing):
     """Partitions, indexes, views and counters of IVM^ε; ``nrel`` is 1 (self-join) or 3."""
 
     def __init__(self, epsilon: float, nrel: int, unit: bool = False):
@@ -232,6 +205,32 @@ class IvmEpsState:
         self._write(0, rows, rev, rx, x, y, m, x_heavy, old)
         return s
 
+    def update_edge(self, u: int, v: int, m: int) -> None:
+        """Both orientations of an undirected edge {u, v} (u ≠ v, unit multiplicities).
+
+        E is symmetric before the first orientation, so the column R(·, u) equals the row
+        R(u, ·) and, for a light v, lines 5 and 6 are one intersection of v's light row
+        (< 3/2·N^ε, the side iterated) with u's row.  For a heavy v lines 3 and 4 are used
+        as usual (the heavy index of u bounds the work).  The sum serves both orientations.
+        """
+        rows, heavy, rev_h, _, view = self._c0
+        rv = rows.get(v)
+        s = 0
+        if rv:
+            if v in heavy:
+                hu = rev_h.get(u)
+                if hu:
+                    s = len(rv.keys() & hu.keys())
+                vu = view.get(u)
+                if vu:
+                    s += vu.get(v, 0)
+            else:
+                ru = rows.get(u)
+                if ru:
+                    s = len(rv.keys() & ru.keys())
+        self.update_self(u, v, m, s)
+        self.update_self(v, u, m, s)
+
     # ---- single-tuple update, three-relation form (Figure 3) ---------------------------
     def update_three(self, i: int, x: int, y: int, m: int) -> None:
         """OnUpdate for δK_i = {(x, y) ↦ m}, K_0 = R(A,B), K_1 = S(B,C), K_2 = T(C,A)."""
@@ -316,195 +315,6 @@ class IvmEpsState:
                 self.minor_rebalance(i, x, to_heavy=False)
         elif len(rx) >= self.h_up:
             self.minor_rebalance(i, x, to_heavy=True)
-
-    # ---- rebalancing -------------------------------------------------------------------
-    def minor_rebalance(self, i: int, x: int, to_heavy: bool) -> None:
-        """Minor rebalancing (Figure 4): move value x of K_i to the other part."""
-        self._move(i, x, to_heavy)
-        self.minor += 1
-        self.moved += len(self.rows[i][x])
-
-    def _move(self, i: int, x: int, to_heavy: bool) -> None:
-        """Move all tuples of value x of K_i to the other part and patch V_i and V_k."""
-        n = self.nrel
-        j, k = (i + 1) % n, (i + 2) % n
-        row = self.rows[i][x]
-        hk = self.rev_h[k].get(x)  # {z heavy in K_k: K_k(z, x)}; x's own flip is not in it
-        if to_heavy:
-            # 1. the row leaves K_i,l: V_k(z, y) -= K_k,h(z, x) · K_i(x, y)
-            if hk:
-                self._view_outer(k, hk, row, -1)
-            self._flip(i, x, row, to_heavy=True)
-            # 2. the row joins K_i,h: V_i(x, z) += K_i(x, y) · K_j,l(y, z)
-            rows_j, heavy_j = self.rows[j], self.heavy[j]
-            vi = self.views[i]
-            if self.unit:
-                cnt: Counter = Counter()
-                for y in row:
-                    if y not in heavy_j:
-                        ny = rows_j.get(y)
-                        if ny:
-                            cnt.update(ny.keys())
-                for z, c in cnt.items():  # _col_add inlined: counts are positive
-                    vz = vi.get(z)
-                    if vz is None:
-                        vi[z] = {x: c}
-                    else:
-                        vz[x] = vz.get(x, 0) + c
-            else:
-                for y, w in row.items():
-                    if y not in heavy_j:
-                        ny = rows_j.get(y)
-                        if ny:
-                            for z, w2 in ny.items():
-                                _col_add(vi, z, x, w * w2)
-        else:
-            # 1. the row leaves K_i,h: V_i(x, ·) is exactly its contribution; its keys z
-            #    are among the rows K_j,l(y, ·) of x's light neighbours y
-            vi, rows_j, heavy_j = self.views[i], self.rows[j], self.heavy[j]
-            for y in row:
-                if y not in heavy_j:
-                    for z in rows_j.get(y, ()):
-                        vz = vi.get(z)
-                        if vz is not None and x in vz:
-                            del vz[x]
-                            if not vz:
-                                del vi[z]
-            self._flip(i, x, row, to_heavy=False)
-            # 2. the row joins K_i,l: V_k(z, y) += K_k,h(z, x) · K_i(x, y)
-            if hk:
-                self._view_outer(k, hk, row, +1)
-
-    def _view_outer(self, k: int, col: dict, row: dict, sign: int) -> None:
-        """V_k(z, y) += sign · col[z] · row[y] for all z, y (stored as views[k][y][z])."""
-        vk = self.views[k]
-        for y, w2 in row.items():
-            vy = vk.get(y)
-            if vy is None:
-                vy = vk[y] = {}
-            for z, w in col.items():
-                _add(vy, z, sign * w * w2)
-            if not vy:
-                del vk[y]
-
-    def _flip(self, i: int, x: int, row: dict, to_heavy: bool) -> None:
-        src, dst = (self.rev_l[i], self.rev_h[i]) if to_heavy else (self.rev_h[i], self.rev_l[i])
-        for y, w in row.items():
-            s = src[y]
-            del s[x]
-            if not s:
-                del src[y]
-            d = dst.get(y)
-            if d is None:
-                d = dst[y] = {}
-            d[x] = w
-        if to_heavy:
-            self.heavy[i].add(x)
-        else:
-            self.heavy[i].discard(x)
-
-    def major_rebalance(self, rebuild: bool = False) -> None:
-        """Strictly repartition every relation with the current N^ε and recompute the views.
-
-        The views depend only on the parts, so when the values whose status changes hold
-        few tuples (≤ |D|/8) they are moved one by one like a minor rebalancing, which
-        yields exactly the recomputed state; otherwise everything is rebuilt.
-        """
-        hmin = self.h_strict
-        changes = []
-        cost = 0
-        for i in range(self.nrel):
-            rows, heavy = self.rows[i], self.heavy[i]
-            strict = {x for x, r in rows.items() if len(r) >= hmin}
-            for x in heavy - strict:
-                changes.append((i, x, False))
-                cost += len(rows[x])
-            for x in strict - heavy:
-                changes.append((i, x, True))
-                cost += len(rows[x])
-        self.major += 1
-        if not rebuild and 8 * cost <= self.size:
-            for i, x, to_heavy in changes:
-                self._move(i, x, to_heavy)
-            return
-        for i in range(self.nrel):
-            rows = self.rows[i]
-            heavy = {x for x, r in rows.items() if len(r) >= hmin}
-            self.heavy[i] = heavy
-            rev_h: dict = {}
-            rev_l: dict = {}
-            for x, r in rows.items():
-                rev = rev_h if x in heavy else rev_l
-                for y, w in r.items():
-                    d = rev.get(y)
-                    if d is None:
-                        d = rev[y] = {}
-                    d[x] = w
-            self.rev_h[i], self.rev_l[i] = rev_h, rev_l
-        for i in range(self.nrel):
-            self.views[i] = self.compute_view(i)
-        self.bind()
-
-    def compute_view(self, i: int) -> dict:
-        """V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z), by the cheaper of the two loop orders."""
-        n = self.nrel
-        j = (i + 1) % n
-        rows_i, heavy_i = self.rows[i], self.heavy[i]
-        rows_j, heavy_j = self.rows[j], self.heavy[j]
-        rev_hi = self.rev_h[i]
-        view: dict = {}
-        if not heavy_i:
-            return view
-        # cost of "for (x,y) in K_i,h, for z in K_j,l(y, ·)" vs
-        # "for (y,z) in K_j,l, for x with K_i,h(x, y)"
-        cost_h = sum(len(rows_j[y]) for x in heavy_i for y in rows_i[x]
-                     if y not in heavy_j and y in rows_j)
-        cost_l = sum(len(rows_j[y]) * len(rev_hi[y]) for y in rev_hi
-                     if y in rows_j and y not in heavy_j)
-        if cost_h <= cost_l:
-            for x in heavy_i:
-                if self.unit:
-                    cnt: Counter = Counter()
-                    for y in rows_i[x]:
-                        if y not in heavy_j:
-                            ny = rows_j.get(y)
-                            if ny:
-                                cnt.update(ny.keys())
-                    vx = dict(cnt)
-                else:
-                    vx = {}
-                    for y, w in rows_i[x].items():
-                        if y not in heavy_j:
-                            ny = rows_j.get(y)
-                            if ny:
-                                for z, w2 in ny.items():
-                                    _add(vx, z, w * w2)
-                if vx:
-                    view[x] = vx
-        else:
-            for y, col in rev_hi.items():
-                if y in heavy_j:
-                    continue
-                ny = rows_j.get(y)
-                if not ny:
-                    continue
-                for x, w in col.items():
-                    vx = view.get(x)
-                    if vx is None:
-                        vx = view[x] = {}
-                    for z, w2 in ny.items():
-                        _add(vx, z, w * w2)
-                    if not vx:
-                        del view[x]
-        # stored by the second key: views[i][z][x] = V_i(x, z)
-        out: dict = {}
-        for x, vx in view.items():
-            for z, v in vx.items():
-                d = out.get(z)
-                if d is None:
-                    d = out[z] = {}
-                d[x] = v
-        return out
 
     # ---- read access for listing and snapshots -------------------------------------------
     def column(self, i: int, y) -> dict:

@@ -135,8 +135,14 @@ class GraphFrontend:
 
     def _batch_undirected(self, s, d, w, bad) -> None:
         # the hot loop of the benchmark: the edge semantics of _row, inlined
-        upd = self._core.update_self
-        rows = self._core.rows[0]
+        core = self._core
+        edge = getattr(core, "update_edge", None)
+        if edge is None:  # cores without the shared-delta path
+            upd = core.update_self
+
+            def edge(a, b, m):
+                upd(b, a, m, upd(a, b, m))
+        rows = core.rows[0]
         extra = self._extra
         for idx in range(len(s)):
             u, v, m = s[idx], d[idx], w[idx]
@@ -155,14 +161,14 @@ class GraphFrontend:
                 if new == 0:
                     if key is not None:
                         extra.pop(key, None)
-                    upd(v, u, -1, upd(u, v, -1))
+                    edge(u, v, -1)
                 elif new > 0:
                     self._set_extra(u, v, new - 1)
                 else:
                     bad.append(BadEdge(idx, u, v, m, None,
                                        f"delete of {-m} references, edge has {refs}"))
             elif m > 0:
-                upd(v, u, 1, upd(u, v, 1))
+                edge(u, v, 1)
                 if m > 1:
                     self._set_extra(u, v, m - 1)
             elif m < 0:
@@ -181,6 +187,8 @@ class GraphFrontend:
             return "vertex id outside int64"
         core = self._core
         if self.mode == "three_relation":
+            if isinstance(relation, bytes):  # numpy 'S' arrays
+                relation = relation.decode("ascii", "replace")
             i = RELATIONS.get(relation) if isinstance(relation, str) else None
             if i is None:
                 return f"unknown relation {relation!r} (expected R, S or T)"
