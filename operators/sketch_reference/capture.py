@@ -36,7 +36,9 @@ ints per group; fragment ids are computed once per call with numpy.searchsorted.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -328,25 +330,39 @@ class _Rewriter:
 # -- public API ---------------------------------------------------------------------------
 
 
-def _connect(tables: Mapping[str, pa.Table], partitions: Mapping[str, Any] | None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect()
-    con.execute("SET threads TO 1")  # the test machine is shared; keep the oracle polite
-    for name, table in tables.items():
-        if partitions and name in partitions:
-            part = partitions[name]
-            ids = fragment_ids(table.column(part.attribute), part.boundaries)
-            table = table.append_column(prov_column(name), ids)
-        con.register(name, table)
-    return con
+_LOCAL = threading.local()
+
+
+@contextlib.contextmanager
+def _connect(tables: Mapping[str, pa.Table], partitions: Mapping[str, Any] | None):
+    """A DuckDB connection with ``tables`` registered (partitioned ones with ``__prov_t``).
+
+    One connection per thread is reused (opening one costs ~25 ms, more than a small query);
+    the registered views are dropped again on exit."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        con = duckdb.connect()
+        con.execute("SET threads TO 1")  # the test machine is shared; keep the oracle polite
+        _LOCAL.con = con
+    names = []
+    try:
+        for name, table in tables.items():
+            if partitions and name in partitions:
+                part = partitions[name]
+                ids = fragment_ids(table.column(part.attribute), part.boundaries)
+                table = table.append_column(prov_column(name), ids)
+            con.register(name, table)
+            names.append(name)
+        yield con
+    finally:
+        for name in names:
+            con.unregister(name)
 
 
 def capture_sql(sql: str, tables: Mapping[str, pa.Table], partitions: Mapping[str, Any], *, dialect: str = "postgres") -> str:
     """The DuckDB SQL of the capture query (for debugging and the benchmark)."""
-    con = _connect(tables, partitions)
-    try:
+    with _connect(tables, partitions) as con:
         return _capture_query(sql, con, partitions, dialect)[0]
-    finally:
-        con.close()
 
 
 def _capture_query(sql: str, con, partitions, dialect: str) -> tuple[str, dict[str, str]]:
@@ -377,24 +393,36 @@ def reference_sketch(
     ``operators.sketch.RangePartition``, used as a plain data holder). Every partitioned table
     gets an entry, empty if no tuple of it contributes to the result.
     """
-    con = _connect(tables, partitions)
-    try:
+    with _connect(tables, partitions) as con:
         root, provs = _capture_query(sql, con, partitions, dialect)
         out: dict[str, list[int]] = {t: [] for t in partitions}
         if root:
-            row = con.execute(root).fetchone()
+            row = con.execute(root).fetchall()[0]
             for (t, _), ids in zip(sorted(provs.items()), row):
                 key = next(k for k in partitions if k.lower() == t)
                 out[key] = sorted({int(i) for i in (ids or []) if i is not None})
         return out
-    finally:
-        con.close()
 
 
 def reference_result(sql: str, tables: Mapping[str, pa.Table], *, dialect: str = "postgres") -> pa.Table:
-    """The result of ``sql`` on ``tables`` computed by DuckDB (SQL transpiled by sqlglot)."""
-    con = _connect(tables, None)
-    try:
-        return con.sql(sqlglot.transpile(sql, read=dialect, write="duckdb")[0]).to_arrow_table()
-    finally:
-        con.close()
+    """The result of ``sql`` on ``tables`` computed by DuckDB (SQL transpiled by sqlglot).
+
+    Every ORDER BY … LIMIT gets the same total order as in ``reference_sketch`` (ORDER BY keys,
+    then all output columns ascending), so which tied rows make the cut is defined."""
+    with _connect(tables, None) as con:
+        rel = _Rewriter({}, con).query(sqlglot.parse_one(sql, read=dialect))
+        return con.sql(rel.query.sql(dialect="duckdb")).to_arrow_table()
+
+
+def order_columns(sql: str, *, dialect: str = "postgres") -> list[str] | None:
+    """Names of the top-level ORDER BY keys if all are plain columns (else None)."""
+    tree = sqlglot.parse_one(sql, read=dialect)
+    order = tree.args.get("order")
+    if order is None:
+        return []
+    names = []
+    for o in order.expressions:
+        if not isinstance(o.this, exp.Column):
+            return None
+        names.append(o.this.name)
+    return names

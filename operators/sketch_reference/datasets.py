@@ -135,10 +135,14 @@ def random_delta(
 
 
 def apply_delta(table: pa.Table, delta: pa.Table) -> pa.Table:
-    """Apply a signed delta (bag semantics): each −1 row removes one equal row, +1 rows are appended."""
+    """Apply a signed delta (bag semantics): +1 rows are appended, then each −1 row removes one equal row."""
     cols = table.column_names
-    ins = delta.filter(pc.greater(delta.column(WEIGHT), 0)).select(cols)
-    dels = delta.filter(pc.less(delta.column(WEIGHT), 0)).select(cols)
+    w = delta.column(WEIGHT).to_numpy(zero_copy_only=False)
+    pos, neg = np.flatnonzero(w > 0), np.flatnonzero(w < 0)
+    ins = delta.take(pa.array(np.repeat(pos, w[pos]))).select(cols)  # weight n = n copies
+    dels = delta.take(pa.array(np.repeat(neg, -w[neg]))).select(cols)
+    if ins.num_rows:  # inserts first: a batch may insert a row and delete it again
+        table = pa.concat_tables([table, ins.cast(table.schema)])
     if dels.num_rows:
         want: dict[tuple, int] = {}
         for r in zip(*(dels.column(c).to_pylist() for c in cols)):
@@ -153,7 +157,7 @@ def apply_delta(table: pa.Table, delta: pa.Table) -> pa.Table:
         if missing:
             raise ValueError(f"delta deletes {missing} row(s) that are not in the table")
         table = table.filter(pa.array(keep))
-    return pa.concat_tables([table, ins.cast(table.schema)]) if ins.num_rows else table
+    return table
 
 
 # -- Crimes (synthetic, schema of IMP's Chicago Crimes table) -------------------------------
