@@ -14,7 +14,6 @@ the schemas of the base tables, so the tree is built once those are known.
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -23,14 +22,10 @@ from sqlglot import exp
 from operators.errors import SqlError, UnsupportedSqlError
 from operators.sketch import plan as P
 from operators.sketch.aggregate import AggCall
-from operators.sketch.expr import Call, Case, Cast, Col, InList, IsNull, Like, Lit
+from operators.sketch.expr import Col
+from operators.sketch.sqlexpr import Star, translate
 
 _AGGS = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
-_BIN = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "div", exp.Mod: "mod",
-        exp.EQ: "eq", exp.NEQ: "neq", exp.LT: "lt", exp.LTE: "lte", exp.GT: "gt", exp.GTE: "gte",
-        exp.And: "and", exp.Or: "or", exp.DPipe: "concat"}
-_FUNCS = {exp.Abs: "abs", exp.Round: "round", exp.Upper: "upper", exp.Lower: "lower",
-          exp.Length: "length", exp.Coalesce: "coalesce"}
 
 
 def parse(sql: str) -> exp.Expression:
@@ -162,7 +157,7 @@ class Planner:
             merged = Rel(node, rel.scope + right.scope)
             on = j.args.get("on")
             if on is not None:
-                merged = Rel(P.FilterNode(node, self.expr(on, merged)), merged.scope)
+                merged = Rel(P.FilterNode(node, translate(on, merged)), merged.scope)
             rel = merged
         return rel
 
@@ -198,7 +193,7 @@ class Planner:
             rel = self.apply_joins(rel, q.args["joins"])
         where = q.args.get("where")
         if where is not None:
-            rel = Rel(P.FilterNode(rel.node, self.expr(where.this, rel)), rel.scope)
+            rel = Rel(P.FilterNode(rel.node, translate(where.this, rel)), rel.scope)
         items = self.select_items(q, rel)
         group = q.args.get("group")
         having = q.args.get("having")
@@ -212,7 +207,7 @@ class Planner:
         exprs, names = [], []
         used = set()
         for name, e in items:
-            x = post(e) if post else self.expr(e, rel)
+            x = post(e) if post else translate(e, rel)
             if isinstance(x, Col) and x.id not in used:
                 oid = x.id
             else:
@@ -234,11 +229,11 @@ class Planner:
         items = []
         for it in q.expressions:
             if isinstance(it, exp.Star):
-                items.extend((e.name, _Star(e.id)) for e in _visible(rel.scope))
+                items.extend((e.name, Star(e.id)) for e in _visible(rel.scope))
                 continue
             if isinstance(it, exp.Column) and isinstance(it.this, exp.Star):
                 qual = it.table.lower()
-                items.extend((e.name, _Star(e.id)) for e in _visible(rel.scope) if (e.qualifier or "").lower() == qual)
+                items.extend((e.name, Star(e.id)) for e in _visible(rel.scope) if (e.qualifier or "").lower() == qual)
                 continue
             name = it.alias_or_name or it.sql(dialect="postgres")
             e = it.this if isinstance(it, exp.Alias) else it
@@ -261,7 +256,7 @@ class Planner:
             gexprs.append(g)
         pre, group_map, col_group = [], [], {}
         for g in gexprs:
-            x = self.expr(g, rel)
+            x = translate(g, rel)
             iid = x.id if isinstance(x, Col) else P.new_id("g")
             if not isinstance(x, Col):
                 pre.append((iid, x))
@@ -290,7 +285,7 @@ class Planner:
             if func == "count" and (arg is None or isinstance(arg, exp.Star)):
                 call = AggCall("count_star", None, P.new_id("count"))
             else:
-                x = self.expr(arg, rel)
+                x = translate(arg, rel)
                 if any(isinstance(n, exp.AggFunc) for n in arg.walk()):
                     raise SqlError("nested aggregate functions are not allowed")
                 aid = x.id if isinstance(x, Col) else P.new_id("arg")
@@ -307,7 +302,7 @@ class Planner:
         gsql = {g.sql(dialect="postgres").lower(): oid for g, _, oid in group_map}
 
         def post(e):
-            return self.expr(e, rel, agg=(by_sql, gsql, col_group))
+            return translate(e, rel, agg=(by_sql, gsql, col_group))
 
         return Rel(node, rel.scope), post
 
@@ -325,10 +320,10 @@ class Planner:
                     oid = m[0]
             if oid is None:
                 if post is None:
-                    x = self.expr(e, rel)
+                    x = translate(e, rel)
                 else:
                     fpost, frel, exprs = post
-                    x = fpost(e) if fpost else self.expr(e, frel)
+                    x = fpost(e) if fpost else translate(e, frel)
                     match = [i for i, ex in exprs if ex == x]
                     if match:
                         oid = match[0]
@@ -353,145 +348,12 @@ class Planner:
                 raise UnsupportedSqlError("LIMIT must be an integer literal")
             k = int(le.this)
             node = P.TopKNode(node, order, k)
-        all_ids = list(ids) + hidden
-        if hidden and not root:
+        if hidden and not root:  # a subquery hides its extra ORDER BY columns again
             node = P.ProjectNode(node, [(i, Col(i)) for i in ids])
-            all_ids = list(ids)
         return Query(node, list(names), list(ids), order if root else [], hidden if root else [], k)
 
-    # -- expressions -------------------------------------------------------------------------
-    def expr(self, e, rel: Rel, agg=None):
-        if isinstance(e, _Star):
-            if agg is not None:
-                if e.id not in agg[2]:
-                    raise SqlError("SELECT * with GROUP BY needs every column grouped")
-                return Col(agg[2][e.id])
-            return Col(e.id)
-        if agg is not None:
-            by_sql, gsql, col_group = agg
-            key = e.sql(dialect="postgres").lower()
-            if isinstance(e, exp.AggFunc):
-                return Col(by_sql[key].out)
-            if key in gsql and not isinstance(e, exp.Literal):
-                return Col(gsql[key])
-        if isinstance(e, exp.Column):
-            cid = rel.resolve(e.name, e.table or None)
-            if agg is not None:
-                if cid not in agg[2]:
-                    raise SqlError(f"column {e.sql()!r} must appear in GROUP BY or be used in an aggregate")
-                return Col(agg[2][cid])
-            return Col(cid)
-        rec = lambda x: self.expr(x, rel, agg)  # noqa: E731
-        if isinstance(e, exp.Paren):
-            return rec(e.this)
-        if isinstance(e, exp.Literal):
-            if e.is_string:
-                return Lit(e.this)
-            txt = e.this
-            return Lit(int(txt)) if txt.lstrip("-").isdigit() else Lit(float(txt))
-        if isinstance(e, exp.Boolean):
-            return Lit(bool(e.this))
-        if isinstance(e, exp.Null):
-            return Lit(None)
-        if type(e) in _BIN:
-            return Call(_BIN[type(e)], (rec(e.this), rec(e.expression)))
-        if isinstance(e, exp.Neg):
-            x = rec(e.this)
-            return Lit(-x.value) if isinstance(x, Lit) and isinstance(x.value, (int, float)) else Call("neg", (x,))
-        if isinstance(e, exp.Not):
-            return Call("not", (rec(e.this),))
-        if isinstance(e, exp.Between):
-            x = rec(e.this)
-            return Call("and", (Call("gte", (x, rec(e.args["low"]))), Call("lte", (x, rec(e.args["high"])))))
-        if isinstance(e, exp.In):
-            if e.args.get("query") is not None or e.args.get("field") is not None:
-                raise UnsupportedSqlError("IN (subquery) is not supported (correlated or nested subqueries)")
-            vals = []
-            for v in e.expressions:
-                lv = rec(v)
-                if not isinstance(lv, Lit):
-                    raise UnsupportedSqlError("IN lists must hold literals")
-                vals.append(lv.value)
-            return InList(rec(e.this), tuple(vals))
-        if isinstance(e, (exp.Like, exp.ILike)):
-            pat = rec(e.expression)
-            if not isinstance(pat, Lit):
-                raise UnsupportedSqlError("LIKE patterns must be literals")
-            return Like(rec(e.this), pat.value, bool(e.args.get("negate")), isinstance(e, exp.ILike))
-        if isinstance(e, exp.Is):
-            if not isinstance(e.expression, exp.Null):
-                raise UnsupportedSqlError(f"IS {e.expression.sql()} is not supported")
-            return IsNull(rec(e.this), bool(e.args.get("negate")))
-        if isinstance(e, exp.Case):
-            operand = e.this
-            whens = []
-            for i in e.args.get("ifs") or []:
-                c = rec(i.this)
-                if operand is not None:
-                    c = Call("eq", (rec(operand), c))
-                whens.append((c, rec(i.args["true"])))
-            d = e.args.get("default")
-            return Case(tuple(whens), rec(d) if d is not None else None)
-        if isinstance(e, exp.If):
-            return Case(((rec(e.this), rec(e.args["true"])),), rec(e.args["false"]) if e.args.get("false") else None)
-        if isinstance(e, (exp.Cast, exp.TryCast)):
-            return _cast(rec(e.this), e.to)
-        if isinstance(e, exp.StrToDate):
-            x = rec(e.this)
-            fmt = e.args.get("format")
-            if isinstance(x, Lit) and isinstance(x.value, str):
-                f = fmt.this if isinstance(fmt, exp.Literal) else "%Y-%m-%d"
-                try:
-                    return Lit(_dt.datetime.strptime(x.value.strip(), f).date())
-                except ValueError:
-                    raise SqlError(f"to_date({x.value!r}): does not match format {f!r}") from None
-            return Cast(x, "date")
-        if isinstance(e, exp.Extract):
-            unit = e.this.name.lower() if isinstance(e.this, (exp.Var, exp.Literal)) else str(e.this).lower()
-            if unit not in ("year", "month"):
-                raise UnsupportedSqlError(f"extract({unit}) is not supported (year, month are)")
-            return Call(unit, (rec(e.expression),))
-        if isinstance(e, (exp.Year, exp.Month)):
-            return Call(type(e).__name__.lower(), (rec(e.this),))
-        if isinstance(e, exp.Anonymous) and e.name.lower() == "date_part":
-            unit = rec(e.expressions[0])
-            if not isinstance(unit, Lit) or str(unit.value).lower() not in ("year", "month"):
-                raise UnsupportedSqlError("date_part supports 'year' and 'month'")
-            return Call(str(unit.value).lower(), (rec(e.expressions[1]),))
-        if isinstance(e, exp.Substring):
-            args = [rec(e.this), rec(e.args["start"])]
-            if e.args.get("length") is not None:
-                args.append(rec(e.args["length"]))
-            return Call("substr", tuple(args))
-        if type(e) in _FUNCS:
-            args = [rec(e.this)] + [rec(x) for x in (e.expressions or [])]
-            if isinstance(e, exp.Round) and e.args.get("decimals") is not None:
-                args.append(rec(e.args["decimals"]))
-            return Call(_FUNCS[type(e)], tuple(args))
-        if isinstance(e, exp.AggFunc):
-            raise SqlError(f"aggregate {e.sql()} is not allowed here")
-        if isinstance(e, (exp.Subquery, exp.Select, exp.Exists)):
-            raise UnsupportedSqlError("subqueries inside expressions (correlated or scalar subqueries) are not supported")
-        if isinstance(e, exp.Interval):
-            raise UnsupportedSqlError("INTERVAL arithmetic is not supported")
-        raise UnsupportedSqlError(f"SQL construct {type(e).__name__} ({e.sql(dialect='postgres')}) is not supported")
-
-
-@dataclass(frozen=True)
-class _Star:
-    """A select item expanded from ``*``: an already resolved column id."""
-
-    id: str
-
-    def walk(self):
-        return iter(())
-
-    def sql(self, **_):
-        return self.id
-
-
 def _walk(e):
-    return e.walk() if not isinstance(e, _Star) else iter(())
+    return e.walk() if not isinstance(e, Star) else iter(())
 
 
 def _visible(scope):
@@ -506,41 +368,6 @@ def _visible(scope):
 def _order_items(q) -> list:
     o = q.args.get("order")
     return list(o.expressions) if o is not None else []
-
-
-def _cast(x, to: exp.DataType):
-    t = to.this
-    T = exp.DataType.Type
-    if t in (T.DOUBLE, T.FLOAT, T.DECIMAL, T.BIGDECIMAL, T.MONEY) or str(t).upper().endswith("NUMERIC"):
-        target = "float"
-    elif t in (T.INT, T.BIGINT, T.SMALLINT, T.TINYINT):
-        target = "int"
-    elif t in (T.TEXT, T.VARCHAR, T.CHAR, T.NVARCHAR, T.NCHAR):
-        target = "text"
-    elif t == T.DATE:
-        target = "date"
-    elif t in (T.TIMESTAMP, T.DATETIME, T.TIMESTAMPTZ):
-        target = "timestamp"
-    elif t == T.BOOLEAN:
-        target = "bool"
-    else:
-        raise UnsupportedSqlError(f"cast to {to.sql()} is not supported")
-    if isinstance(x, Lit) and isinstance(x.value, str):
-        v = x.value.strip()
-        try:
-            if target == "date":
-                return Lit(_dt.date.fromisoformat(v[:10]))
-            if target == "timestamp":
-                return Lit(_dt.datetime.fromisoformat(v))
-            if target == "float":
-                return Lit(float(v))
-            if target == "int":
-                return Lit(int(v))
-        except ValueError:
-            raise SqlError(f"cannot cast literal {x.value!r} to {target}") from None
-    if isinstance(x, Lit) and isinstance(x.value, int) and target == "float":
-        return Lit(float(x.value))
-    return Cast(x, target)
 
 
 def build(sql_or_tree, schemas: dict) -> tuple:

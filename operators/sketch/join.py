@@ -16,7 +16,7 @@ NULL keys never join (SQL), so such rows are neither stored nor probed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa

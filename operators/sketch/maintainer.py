@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from operators.errors import IvmError, StateError
 from operators.sketch import frontend, merge
-from operators.sketch import plan as P
 from operators.sketch.aggregate import RecaptureRequired
 from operators.sketch.delta import SketchSpace
 from operators.sketch.partition import RangePartition

@@ -61,11 +61,6 @@ def union_step(spec: UnionSpec, state, deltas: list, nbits: int):
 
 # -- from-scratch twins over annotated bags [(row, frozenset, mult)] ---------------------------
 
-def _bag_table(columns, bag) -> pa.Table:
-    rows = [r for r, _, _ in bag]
-    return pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)}) if columns else pa.table({})
-
-
 def reference_select(spec: SelectSpec, columns, bag, types=None) -> list:
     if not bag:
         return []

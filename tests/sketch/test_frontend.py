@@ -98,3 +98,17 @@ def test_sql_errors():
         plan("select l_orderkey, sum(l_quantity) from lineitem group by l_partkey")
     with pytest.raises(SqlError):
         plan("select n_name from nation n1, nation n2")  # ambiguous
+
+
+def test_date_interval_literals_fold():
+    import datetime as dt
+
+    import pyarrow as pa
+
+    m = SketchMaintainer.from_sql("select a from t where d >= date '1994-01-31' + interval '1' month "
+                                  "and d < date '1994-01-01' + interval '1' year and d <> date '1994-03-01' - interval '2 days'")
+    m.initialize({"t": pa.table({"a": [1, 2, 3, 4], "d": [dt.date(1994, 2, 27), dt.date(1994, 2, 28),
+                                                          dt.date(1995, 1, 1), dt.date(1994, 2, 28)]})})
+    assert sorted(r["a"] for r in m.result().to_pylist()) == [2, 4]
+    with pytest.raises(UnsupportedSqlError):
+        plan("select l_orderkey from lineitem where l_shipdate > l_commitdate + interval '1' day")
