@@ -56,7 +56,15 @@ def thresholds(n: int, epsilon: float) -> tuple[int, int, int]:
     if epsilon == 0.5:
         return _smallest_root(n, 1), _smallest_root(9 * n, 4), _smallest_root(n, 4)
     theta = float(n) ** epsilon
-    return math.ceil(theta), math.ceil(1.5 * theta), math.ceil(0.5 * theta)
+    return _ceil(theta), _ceil(1.5 * theta), _ceil(0.5 * theta)
+
+
+def _ceil(t: float) -> int:
+    """⌈t⌉, snapping t to an integer within float error (e.g. 4096 ** 0.75 = 512.0000000001)."""
+    r = round(t)
+    if abs(t - r) <= 1e-9 * max(1.0, abs(t)):
+        return int(r)
+    return math.ceil(t)
 
 
 def _dot(a: dict, b: dict) -> int:

@@ -69,6 +69,10 @@ def test_example4_thresholds():
         assert h * h >= n > (h - 1) * (h - 1)
         assert 4 * up * up >= 9 * n > 4 * (up - 1) * (up - 1)
         assert 4 * down * down >= n and (down == 0 or 4 * (down - 1) ** 2 < n)
+    # exact powers: float error must not push ⌈N^ε⌉ up by one
+    assert thresholds(64, 1 / 3) == (4, 6, 2)
+    assert thresholds(4096, 0.75) == (512, 768, 256)
+    assert thresholds(16, 0.25) == (2, 3, 1)
     assert thresholds(1000, 0.0) == (1, 2, 1)
     assert thresholds(1000, 1.0) == (1000, 1500, 500)
 

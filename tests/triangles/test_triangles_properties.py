@@ -215,7 +215,7 @@ def test_insert_and_delete_in_one_batch_and_shared_triangle():
 
 def test_hub_stream_crosses_thresholds_and_sizes_both_ways():
     rng = np.random.default_rng(0)
-    for eps in EPS:
+    for eps in EPS + [1 / 3, 2 / 3]:
         for mode in MODES:
             tc = TriangleCounter(eps, mode=mode)
             model = Model(mode)
