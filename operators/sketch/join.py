@@ -49,8 +49,12 @@ class JoinState:
     encoding: str = ENCODING
 
 
-def new_state(spec: JoinSpec) -> JoinState:
-    return JoinState(MemoryIndex(spec.nbits, spec.left_keys), MemoryIndex(spec.nbits, spec.right_keys))
+def new_state(spec: JoinSpec, store_factory=None, tables=((), ())) -> JoinState:
+    """Empty state; ``store_factory(nbits, key_ids, side, tables) -> SideStore`` picks the
+    storage of each input (default: ``MemoryIndex``), e.g. a Delta-backed store later."""
+    make = store_factory or (lambda nbits, keys, side, tabs: MemoryIndex(nbits, keys))
+    return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0]),
+                     make(spec.nbits, spec.right_keys, "right", tables[1]))
 
 
 def _prep(d: Delta | None, keys):

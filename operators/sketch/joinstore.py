@@ -79,6 +79,11 @@ class SideStore:
         raise NotImplementedError
 
     def hashes_and_weights(self):  # pragma: no cover - interface
+        """-> (key hashes, weights) of all stored rows (to rebuild a bloom filter)."""
+        raise NotImplementedError
+
+    def distinct_keys(self) -> int:  # pragma: no cover - interface
+        """An upper bound of the distinct keys stored (sizes the bloom filter)."""
         raise NotImplementedError
 
 

@@ -49,11 +49,16 @@ class _Ctx:
     use_bloom: bool
     minmax_bound: int | None
     topk_bound: int | None
+    store_factory: object = None
 
 
 class SketchMaintainer:
     def __init__(self, sql: str, partitions: dict | None = None, *, use_bloom: bool = True,
-                 minmax_bound: int | None = None, topk_bound: int | None = None):
+                 minmax_bound: int | None = None, topk_bound: int | None = None, store_factory=None):
+        """``use_bloom``: counting bloom filters on join keys; ``minmax_bound`` /
+        ``topk_bound``: keep only the best m values per MIN/MAX group / rows of a top-k
+        (Sec. 7.2; ``RecaptureRequired`` when deletions exhaust them); ``store_factory``:
+        ``(nbits, key_ids, side, tables) -> SideStore`` for join inputs (default in memory)."""
         self.sql = sql
         self.tree = frontend.parse(sql)
         self.partitions = {t.lower(): p for t, p in (partitions or {}).items()}
@@ -61,7 +66,8 @@ class SketchMaintainer:
             if not isinstance(p, RangePartition):
                 raise IvmError(f"partition for table {t!r} must be a RangePartition")
         self.options = {"use_bloom": use_bloom, "minmax_bound": minmax_bound, "topk_bound": topk_bound}
-        self.ctx = _Ctx(self.partitions, SketchSpace.build(self.partitions), use_bloom, minmax_bound, topk_bound)
+        self.ctx = _Ctx(self.partitions, SketchSpace.build(self.partitions), use_bloom, minmax_bound, topk_bound,
+                        store_factory)
         self.query = None
         self.schemas = None
         self.merge = merge.MergeState()
@@ -191,10 +197,10 @@ class SketchMaintainer:
         return sketch_codec.encode(payload)
 
     @classmethod
-    def restore(cls, data: bytes) -> "SketchMaintainer":
+    def restore(cls, data: bytes, store_factory=None) -> "SketchMaintainer":
         p = sketch_codec.decode(data)
         parts = {t: RangePartition(a, b) for t, (a, b) in p["partitions"].items()}
-        m = cls(p["sql"], parts, **p["options"])
+        m = cls(p["sql"], parts, store_factory=store_factory, **p["options"])
         m._plan(p["schemas"])
         nodes = list(m.query.root.walk())
         if len(nodes) != len(p["nodes"]):

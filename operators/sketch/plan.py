@@ -116,7 +116,8 @@ class JoinNode(Node):
         l, r = self.children
         self.spec = join.JoinSpec(tuple(self.lkeys), tuple(self.rkeys), tuple(l.out), tuple(r.out),
                                   ctx.space.nbits, ctx.use_bloom)
-        self.state = join.new_state(self.spec)
+        self.state = join.new_state(self.spec, ctx.store_factory,
+                                    (tuple(sorted(l.tables())), tuple(sorted(r.tables()))))
 
     def run(self, ctx, raw, learn):
         dl = self.children[0].run(ctx, raw, learn)

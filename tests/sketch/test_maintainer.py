@@ -126,3 +126,30 @@ def test_order_by_hidden_columns_and_positions():
     m = SketchMaintainer.from_sql("select a from r order by b desc limit 2", p)
     m.initialize({"r": r})
     assert m.sketch == {"r": [1]}  # only the two top rows (b = 9, 7; both in the open last fragment)
+
+
+def test_join_inputs_can_live_in_another_store():
+    from operators.sketch.joinstore import MemoryIndex
+
+    made = []
+
+    class CountingStore(MemoryIndex):
+        probes = 0
+
+        def probe(self, hashes):
+            CountingStore.probes += 1
+            return super().probe(hashes)
+
+    def factory(nbits, keys, side, tables):
+        made.append((side, tables))
+        return CountingStore(nbits, keys)
+
+    sql = "select a, w from r join s on a = k"
+    m = SketchMaintainer.from_sql(sql, {"r": RangePartition("a", [0, 2, 4])}, store_factory=factory)
+    m.initialize({"r": pa.table({"a": [1, 3]}), "s": pa.table({"k": [1, 3], "w": ["x", "y"]})})
+    assert sorted(made) == [("left", ("r",)), ("right", ("s",))]
+    m.apply({"s": pa.table({"k": [3], "w": ["z"], "__weight": [1]})})
+    assert CountingStore.probes >= 1
+    assert sorted((r["a"], r["w"]) for r in m.result().to_pylist()) == [(1, "x"), (3, "y"), (3, "z")]
+    m2 = SketchMaintainer.restore(m.snapshot(), store_factory=factory)
+    assert m2.sketch == m.sketch == {"r": [0, 1]}
