@@ -10,6 +10,7 @@ import pytest
 
 from operators.errors import InvariantError, IvmError, StateError
 from operators.sketch import RangePartition, RecaptureRequired, SketchDelta, SketchMaintainer
+from operators.sketch.joinstore import MemoryIndex
 
 
 def orders():
@@ -128,17 +129,18 @@ def test_order_by_hidden_columns_and_positions():
     assert m.sketch == {"r": [1]}  # only the two top rows (b = 9, 7; both in the open last fragment)
 
 
+class CountingStore(MemoryIndex):
+    """A join-side store that counts probes (module level, so snapshots can pickle it)."""
+
+    probes = 0
+
+    def probe(self, hashes):
+        CountingStore.probes += 1
+        return super().probe(hashes)
+
+
 def test_join_inputs_can_live_in_another_store():
-    from operators.sketch.joinstore import MemoryIndex
-
     made = []
-
-    class CountingStore(MemoryIndex):
-        probes = 0
-
-        def probe(self, hashes):
-            CountingStore.probes += 1
-            return super().probe(hashes)
 
     def factory(nbits, keys, side, tables):
         made.append((side, tables))
