@@ -9,6 +9,16 @@ self-loops and deletes of absent edges as ``BadEdge`` rows (``DATA_BAD_EDGE``).
 Modes: ``undirected`` (each edge stored both ways, count = triangles as vertex sets),
 ``directed`` (count = directed 3-cycles), ``three_relation`` (R(A,B), S(B,C), T(C,A) with
 integer multiplicities; count = Q = Σ R·S·T).
+
+Use from the streaming job::
+
+    tc = TriangleCounter(epsilon=0.5, mode="undirected")
+    bad = tc.apply_batch(src, dst, weight)        # int64 numpy arrays, weight ±1
+    quarantine(bad)                                # BadEdge rows, code DATA_BAD_EDGE
+    emit(tc.count); checkpoint(tc.snapshot())      # TriangleCounter.restore(bytes)
+
+Baselines with the same API: ``ClassicalCounter`` (first-order IVM), ``RecountCounter``.
+Generators for ``ivmstream produce``: ``operators.triangles.workloads``.
 """
 
 from operators.triangles.baselines import ClassicalCounter, RecountCounter
