@@ -165,3 +165,33 @@ def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+WEIGHT = "__weight"
+_WEIGHT_SQL = ("CASE WHEN _change_type IN ('insert', 'update_postimage') THEN 1 "
+               "WHEN _change_type IN ('delete', 'update_preimage') THEN -1 END")
+
+
+def read_changes(spark, path: str, after_version: int, to_version: int, columns: list[str] | None = None) -> pa.Table:
+    """Signed changes of the table between two versions, from its change data feed.
+
+    Rows of commits ``after_version + 1 .. to_version``: inserts and update post-images with
+    ``__weight`` +1, deletes and update pre-images with -1. Empty when nothing was committed.
+    """
+    if to_version <= after_version:
+        return None
+    df = (spark.read.format("delta").option("readChangeFeed", "true")
+          .option("startingVersion", after_version + 1).option("endingVersion", to_version)
+          .load(path))
+    cols = columns or [c for c in df.columns if not c.startswith("_")]
+    from pyspark.sql import functions as F
+
+    return df.select(*[F.col(f"`{c}`") for c in cols], F.expr(_WEIGHT_SQL).cast("long").alias(WEIGHT)).toArrow()
+
+
+def read_version(spark, path: str, version: int, columns: list[str] | None = None) -> pa.Table:
+    """The whole table as of ``version`` (Delta time travel)."""
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    if columns:
+        df = df.select(*[f"`{c}`" for c in columns])
+    return df.toArrow()

@@ -68,6 +68,32 @@ class TableConfig:
 
 
 @dataclass(frozen=True)
+class GraphConfig:
+    """A triangle-counted graph over a CDC table's (src, dst) columns."""
+
+    name: str
+    table: str
+    src: str = "src"
+    dst: str = "dst"
+    mode: str = "undirected"  # undirected | directed | three_relation
+    epsilon: float = 0.5
+    relation: str | None = None  # column naming R/S/T in three_relation mode
+
+
+@dataclass(frozen=True)
+class ViewConfig:
+    """A recursive view (reachability or shortest paths) over a CDC link table."""
+
+    name: str
+    table: str
+    kind: str = "reachability"  # reachability | shortest_paths
+    src: str = "src"
+    dst: str = "dst"
+    cost: str | None = None
+    expires: str | None = None  # column holding an expiry time (epoch seconds)
+
+
+@dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     starting_offsets: str = "earliest"
@@ -94,6 +120,8 @@ class JobConfig:
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()
+    graphs: tuple[GraphConfig, ...] = ()
+    views: tuple[ViewConfig, ...] = ()
     source_file: Path | None = None
 
     @property
@@ -130,6 +158,53 @@ _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
 _SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions", "conf"}
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table"}
+_GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
+_VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
+
+
+def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str) -> GraphConfig:
+    w = f"{where}: [[graphs]] {raw.get('name', '?')!r}"
+    _check_keys(raw, _GRAPH_KEYS, w)
+    for k in ("name", "table"):
+        if k not in raw:
+            raise ConfigError(f"{w}: missing key {k!r}")
+    g = GraphConfig(**{k: raw[k] for k in raw})
+    if g.mode not in ("undirected", "directed", "three_relation"):
+        raise ConfigError(f"{w}: mode {g.mode!r} is not undirected, directed or three_relation")
+    try:
+        eps = float(g.epsilon)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{w}: epsilon {g.epsilon!r} is not a number") from None
+    if not 0.0 <= eps <= 1.0:
+        raise ConfigError(f"{w}: epsilon must lie in [0, 1], got {eps}")
+    _check_columns(w, g.table, [g.src, g.dst] + ([g.relation] if g.relation else []), tables)
+    if g.mode == "three_relation" and not g.relation:
+        raise ConfigError(f"{w}: three_relation mode needs a 'relation' column (values R, S, T)")
+    return replace(g, epsilon=eps)
+
+
+def _view(raw: dict, tables: tuple[TableConfig, ...], where: str) -> ViewConfig:
+    w = f"{where}: [[views]] {raw.get('name', '?')!r}"
+    _check_keys(raw, _VIEW_KEYS, w)
+    for k in ("name", "table"):
+        if k not in raw:
+            raise ConfigError(f"{w}: missing key {k!r}")
+    v = ViewConfig(**{k: raw[k] for k in raw})
+    if v.kind not in ("reachability", "shortest_paths"):
+        raise ConfigError(f"{w}: kind {v.kind!r} is not reachability or shortest_paths")
+    if v.kind == "shortest_paths" and not v.cost:
+        raise ConfigError(f"{w}: shortest_paths needs a 'cost' column")
+    _check_columns(w, v.table, [c for c in (v.src, v.dst, v.cost, v.expires) if c], tables)
+    return v
+
+
+def _check_columns(where: str, table: str, columns: list[str], tables: tuple[TableConfig, ...]) -> None:
+    found = [t for t in tables if t.name == table]
+    if not found:
+        raise ConfigError(f"{where}: table {table!r} is not declared in [[tables]]")
+    missing = [c for c in columns if c not in found[0].column_names]
+    if missing:
+        raise ConfigError(f"{where}: table {table!r} has no column(s) {missing}")
 
 
 def _check_keys(section: dict, allowed: set[str], where: str) -> None:
@@ -169,7 +244,7 @@ def _table(raw: dict, i: int, where: str) -> TableConfig:
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables"}, where)
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views"}, where)
     job = data.get("job", {})
     _check_keys(job, _JOB_KEYS, f"{where}: [job]")
     kafka = data.get("kafka", {})
@@ -205,6 +280,12 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         if len(shared) > 1 and any(t.source_table is None for t in shared):
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
                               "give each a source_table to tell their records apart")
+    graphs = tuple(_graph(g, tables, where) for g in data.get("graphs", []))
+    views = tuple(_view(v, tables, where) for v in data.get("views", []))
+    for kind, items in (("graphs", graphs), ("views", views)):
+        names = [x.name for x in items]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{where}: duplicate {kind} names in {names}")
     name = str(job.get("name", "ivmstream"))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConfigError(f"{where}: [job] name {name!r} may hold letters, digits, '_', '-', '.' only")
@@ -217,6 +298,8 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         kafka=kcfg,
         spark=scfg,
         tables=tables,
+        graphs=graphs,
+        views=views,
         source_file=source,
     )
 
@@ -230,3 +313,29 @@ def load_config(path: str | Path) -> JobConfig:
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from e
     return parse_config(data, p.resolve())
+
+
+def dump_toml(data: dict) -> str:
+    """Write a config dict (the shape ``parse_config`` takes) as TOML text."""
+
+    def val(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + " }"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    out: list[str] = []
+    for section, body in data.items():
+        if isinstance(body, list):
+            for item in body:
+                out.append(f"[[{section}]]")
+                out += [f"{k} = {val(v)}" for k, v in item.items()]
+        else:
+            out.append(f"[{section}]")
+            out += [f"{k} = {val(v)}" for k, v in body.items()]
+    return "\n".join(out) + "\n"

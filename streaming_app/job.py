@@ -53,14 +53,24 @@ class BatchContext:
     mirror_versions: dict[str, int] = field(default_factory=dict)  # all mirrors after the batch
     step_ms: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, object] = field(default_factory=dict)
+    rejected: list = field(default_factory=list)  # maintainers' bad rows -> quarantine
 
 
 class Maintainer(Protocol):
-    """A consumer of mirror changes (sketch, triangle or view maintainer)."""
+    """A consumer of mirror changes (sketch, triangle or view maintainer).
+
+    ``setup`` creates its output tables. ``start`` runs once per process, at the first batch
+    and before that batch touches any mirror: the maintainer builds its state from the
+    mirrors as committed (``job.versions``) and remembers those versions. ``on_batch`` then
+    reads each changed mirror's change data feed from its remembered version to the new
+    one, so a batch replayed after a crash is neither lost nor applied twice.
+    """
 
     name: str
 
     def setup(self, spark, job: "IngestJob") -> None: ...
+
+    def start(self, spark, job: "IngestJob") -> None: ...
 
     def on_batch(self, spark, job: "IngestJob", ctx: BatchContext) -> None: ...
 
@@ -108,6 +118,12 @@ class IngestJob:
         self._app_ready.wait(timeout=120)
         if self.last_done is None:
             self._load_last_batch(spark)
+            self.versions.update({t.name: sink.latest_version(spark, self.lake.mirror(t.name))
+                                  for t in self.cfg.tables})
+            for m in self.maintainers:
+                t = time.perf_counter()
+                m.start(spark, self)
+                print(f"[{self.cfg.name}] {m.name}: state restored from the mirrors in {_ms(t):.0f} ms", flush=True)
         if batch_id <= self.last_done:
             print(f"[{self.cfg.name}] batch {batch_id}: already committed before a restart; skipped", flush=True)
             return
@@ -140,13 +156,6 @@ class IngestJob:
         steps["mirror"] = _ms(t)
         ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
 
-        t = time.perf_counter()
-        if decoded.rejected:
-            sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(decoded, batch_id),
-                        ctx.app_id, batch_id)
-        steps["quarantine"] = _ms(t)
-        _fault("quarantine", batch_id)
-
         ctx.step_ms = steps
         for m in self.maintainers:
             t = time.perf_counter()
@@ -154,12 +163,20 @@ class IngestJob:
             steps[f"maintain:{m.name}"] = _ms(t)
             _fault(f"maintain.{m.name}", batch_id)
 
+        t = time.perf_counter()
+        rejected = list(decoded.rejected) + list(ctx.rejected)
+        if rejected:
+            sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
+                        ctx.app_id, batch_id)
+        steps["quarantine"] = _ms(t)
+        _fault("quarantine", batch_id)
+
         row = {
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
             "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(_offsets(arrow)),
             "mirror_versions": ctx.mirror_versions, "records_in": decoded.records,
             "events": sum(len(v) for v in decoded.events.values()), "keys_changed": keys_changed,
-            "quarantined": len(decoded.rejected), "tombstones": decoded.tombstones,
+            "quarantined": len(rejected), "tombstones": decoded.tombstones,
             "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
         }
         t = time.perf_counter()
@@ -175,9 +192,8 @@ class IngestJob:
         if self.on_batch:
             self.on_batch({**row, "step_ms": dict(steps)})
 
-    def _quarantine_rows(self, decoded: DecodedBatch, batch_id: int) -> pa.Table:
+    def _quarantine_rows(self, rs: list, batch_id: int) -> pa.Table:
         now = sink.utcnow()
-        rs = decoded.rejected
         return pa.table({
             "job": pa.array([self.cfg.name] * len(rs), pa.string()),
             "batch_id": pa.array([batch_id] * len(rs), pa.int64()),

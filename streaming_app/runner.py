@@ -43,6 +43,10 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
     url = spark.sparkContext.uiWebUrl if show_ui else None
     if url and not quiet:
         print(f"Spark UI: {url}  (Structured Streaming tab: query '{cfg.name}')", flush=True)
+    if maintainers is None:
+        from streaming_app.maintainers import maintainers_for
+
+        maintainers = maintainers_for(cfg)
     job = IngestJob(cfg, spark, maintainers=maintainers,
                     on_batch=None if quiet else (lambda row: print(batch_line(row), flush=True)))
     stop = stop_event or threading.Event()

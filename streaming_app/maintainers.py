@@ -1,0 +1,12 @@
+"""Every maintainer the config asks for, in the order the job runs them."""
+
+from __future__ import annotations
+
+
+def maintainers_for(cfg) -> list:
+    from streaming_app.graph_maintainers import TriangleMaintainer, ViewMaintainer
+
+    out: list = []
+    out += [TriangleMaintainer(g) for g in cfg.graphs]
+    out += [ViewMaintainer(v) for v in cfg.views]
+    return out
