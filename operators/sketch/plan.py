@@ -2,7 +2,8 @@
 
 Each node wraps one operator module: a frozen spec built by ``freeze`` and an explicit
 state object (the ``step(spec, state, delta) -> (state, out)`` functions live in the
-operator modules).  Column ids are plan-unique strings; names live only in the front
+operator modules; they update the state object in place and return it, because copying
+join stores of millions of rows per batch is not an option).  Column ids are plan-unique strings; names live only in the front
 end's scopes, so renaming never copies data.  Two rewrites run before freezing:
 ``push_filters`` moves WHERE/ON/HAVING conjuncts towards the scans (selection push-down
 onto the delta, Sec. 7.2) and turns cross-side column equalities into join keys;

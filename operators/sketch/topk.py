@@ -5,6 +5,8 @@ them first, as Postgres does); ties on the keys are broken by all remaining colu
 ascending order (PBDS's ``<_O``), then by the row's sketch (its sorted fragment ids).
 This is a total order on annotated tuples, so "the first k" is always well defined and
 independent of batch boundaries; equal annotated tuples count with their multiplicity.
+LIMIT without ORDER BY uses the same order with no keys (all columns ascending), where
+SQL engines may return any k rows.
 Incremental rule: remember the emitted top-k; apply the delta to the ordered state; take
 the new top-k and emit the multiset difference (deletes for rows that left, inserts for
 rows that entered) - at most one pair of changes per affected row and batch.
