@@ -87,6 +87,28 @@ class CdcProducer:
         self._p.close()
 
 
+def read_edge_list(path: str | Path, src: str, dst: str) -> pa.Table:
+    """A whitespace-separated edge list (``u v`` per line, ``#`` comments) as (src, dst)."""
+    us, vs = [], []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split("#", 1)[0].split()
+        if len(parts) >= 2:
+            us.append(int(parts[0]))
+            vs.append(int(parts[1]))
+    return pa.table({src: pa.array(us, pa.int64()), dst: pa.array(vs, pa.int64())})
+
+
+def edge_events(table: TableConfig, src, dst, weight, src_col: str = "src", dst_col: str = "dst"):
+    """(op, before, after) per signed edge row: +1 inserts, -1 deletes; other columns null."""
+    blank = {c: None for c in table.column_names}
+    for u, v, w in zip(src.tolist(), dst.tolist(), weight.tolist()):
+        row = dict(blank, **{src_col: int(u), dst_col: int(v)})
+        if w > 0:
+            yield "c", None, row
+        else:
+            yield "d", row, None
+
+
 def read_rows(path: str | Path) -> pa.Table:
     """A CSV or Parquet file as an Arrow table."""
     p = Path(path)

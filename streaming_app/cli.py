@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+
+import numpy as np
 import sys
 import time
 from pathlib import Path
@@ -72,7 +74,18 @@ def cmd_produce(args) -> int:
 
     create_topics(cfg.kafka.bootstrap_servers, [table.topic])
     prod = CdcProducer(cfg.kafka.bootstrap_servers)
-    if args.file:
+    if args.edges_workload:
+        events = _edge_workload(args, table)
+        for op, before, after in tqdm(events, desc=f"{args.edges_workload} edges", unit="ev"):
+            prod.send(table, op, before, after)
+    elif args.file and Path(args.file).suffix.lower() in (".edges", ".el"):
+        from connectors.producer import read_edge_list
+
+        src, dst = table.column_names[:2]
+        data = read_edge_list(args.file, src, dst)
+        for row in tqdm(data.to_pylist(), desc=f"edge list {table.name}", unit="edge"):
+            prod.send(table, "r", None, {**{c: None for c in table.column_names}, **row})
+    elif args.file:
         rows = conform(table, read_rows(args.file))
         for row in tqdm(rows, desc=f"load {table.name}", unit="rec"):
             prod.send(table, "r", None, row)
@@ -91,6 +104,22 @@ def cmd_produce(args) -> int:
     prod.close()
     print(f"sent {prod.sent} records to {table.topic}")
     return 0
+
+
+def _edge_workload(args, table):
+    """Signed edge stream of a triangle workload, as Debezium events on the edge table."""
+    from connectors.producer import edge_events
+    from operators.triangles import workloads as w
+
+    if args.edges_workload == "powerlaw":
+        src, dst, wt = w.power_law_edges(args.edges, seed=args.seed)
+        if args.updates:
+            us, ud, uw = w.churn_updates(src, dst, args.updates, seed=args.seed)
+            src, dst, wt = (np.concatenate(p) for p in ((src, us), (dst, ud), (wt, uw)))
+    else:
+        src, dst, wt = w.adversarial_stream(args.edges, args.updates or args.edges)
+    s_col, d_col = table.column_names[:2]
+    return list(edge_events(table, src, dst, wt, s_col, d_col))
 
 
 def cmd_demo(args) -> int:
@@ -135,7 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     common(pr, ui=False)
     pr.add_argument("--table", required=True, help="table name declared in the config")
     src = pr.add_mutually_exclusive_group()
-    src.add_argument("--file", help="CSV/TBL/Parquet file to load as snapshot ('r') records")
+    src.add_argument("--file", help="CSV/TBL/Parquet file (or a .edges 'u v' edge list) to load as "
+                                    "snapshot ('r') records")
+    src.add_argument("--edges-workload", choices=["powerlaw", "adversarial"],
+                     help="generate an edge stream into the table's first two columns: a power-law "
+                          "graph (then --updates delete/re-insert churn) or updates that hit heavy hubs")
+    pr.add_argument("--edges", type=int, default=10_000, help="edges of the generated graph (default 10000)")
+    pr.add_argument("--updates", type=int, default=0, help="updates after the generated graph")
     pr.add_argument("--count", type=int, default=1000, help="random changes to generate (default 1000)")
     pr.add_argument("--rate", type=float, default=0.0, help="changes per second (0 = as fast as possible)")
     pr.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
