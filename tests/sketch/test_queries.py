@@ -42,6 +42,11 @@ QUERIES = {
     "minmax_order": "select a, max(b) as mb, min(b) as lb from r group by a having max(b) >= 10 order by a",
     "global_empty": "select sum(b) as sb, count(b) as cb from r where a = 99",
     "three_way": "select r.a, s.w, t.z from r join s on r.a = s.k join t on s.w = t.w where t.z > 1",
+    "self_join": "select r1.a, r2.b from r r1 join r r2 on r1.a = r2.a where r1.b < r2.b",
+    "agg_of_agg": "select n, count(*) as groups from (select a, count(*) as n from r group by a) x group by n",
+    "union_distinct": "select a from r union select k from s",
+    "having_minmax": "select c, min(e) as me from r group by c having max(b) - min(b) > 5",
+    "not_in_null": "select a, c from r where c not in ('x') and not (b between 5 and 8) or c is null",
 }
 SCHEMAS = {"r": ["a", "b", "c", "d", "e"], "s": ["k", "v", "w"], "t": ["w", "z"]}
 
