@@ -26,6 +26,9 @@ bitsets; "scalar" = one fragment id per row, "list" = a list of ids):
   their lineage, the others are dropped;
 * root: the sketch of ``t`` is the set union of ``__prov_t`` over all result rows.
 
+SQL is read in the Postgres dialect and run with DuckDB's ``integer_division`` on, so that
+``int / int`` truncates toward zero as in Postgres (sqlglot leaves ``/`` as is).
+
 Not supported (raises ``UnsupportedSqlError``): WITH, subqueries outside FROM/JOIN (IN/EXISTS/
 scalar subqueries), window functions, NATURAL and LATERAL joins, INTERSECT/EXCEPT,
 DISTINCT ON.
@@ -343,6 +346,7 @@ def _connect(tables: Mapping[str, pa.Table], partitions: Mapping[str, Any] | Non
     if con is None:
         con = duckdb.connect()
         con.execute("SET threads TO 1")  # the test machine is shared; keep the oracle polite
+        con.execute("SET integer_division = true")  # Postgres semantics: int / int truncates
         _LOCAL.con = con
     names = []
     try:

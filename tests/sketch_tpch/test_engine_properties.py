@@ -38,6 +38,15 @@ QUERIES = {
     "join_topk": "select r.id, r.w, s.x from r join s on r.g = s.g order by s.x desc, r.w limit 2",
     "union_all": "select g, w from r where w > 2 union all select g, x from s where x < 5",
     "union_distinct": "select g from r where w > 2 union select g from s where x < 5",
+    "topk_projected": "select g, w from r order by w desc limit 2",
+    "having_topk": "select g, count(*) as c from r where v between 5 and 20 group by g having count(*) > 1 order by g limit 2",
+    "case_in_list": "select g, sum(case when w > 0 then w else 0 end) as pos from r where g in (1, 2) or v is null group by g",
+    "self_join": "select a.id, b.id as id2 from r a join r b on a.g = b.g where a.id < b.id",
+    "join_agg_subquery": "select r.id, t.sx from r join (select g, sum(x) as sx from s group by g having sum(x) > 5) t on r.g = t.g",
+    "distinct_topk": "select distinct g from r where v < 25 order by g desc limit 2",
+    "topk_nulls_desc": "select id, v from r order by v desc limit 2",
+    "topk_nulls_asc": "select id, v, w from r order by v, w limit 3",
+    "int_division": "select v / 8 as b, count(*) as c, sum(w) / count(*) as q from r group by v / 8 having count(*) > 1",
 }
 
 ids = st.integers(1, 12)
@@ -85,10 +94,17 @@ def as_table(rows, schema):
     return pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema)
 
 
-def as_deltas(ops) -> dict[str, pa.Table]:
+def as_deltas(ops, consolidate: bool = False) -> dict[str, pa.Table]:
+    """Signed delta tables; ``consolidate`` sums the weights of equal rows (weights ±n, and an
+    insert and a delete of the same row cancel before the engine sees them)."""
     out = {}
     for t, schema in (("r", R_SCHEMA), ("s", S_SCHEMA)):
         rows = [(w, row) for tt, w, row in ops if tt == t]
+        if consolidate:
+            net: dict = {}
+            for w, row in rows:
+                net[row] = net.get(row, 0) + w
+            rows = [(w, row) for row, w in net.items() if w]
         if rows:
             tab = as_table([row for _, row in rows], schema)
             out[t] = tab.append_column("__weight", pa.array([w for w, _ in rows], pa.int64()))
@@ -108,7 +124,7 @@ def tables_of(init):
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_engine_equals_oracle_after_every_batch(name, data):
     sql = QUERIES[name]
@@ -119,7 +135,7 @@ def test_engine_equals_oracle_after_every_batch(name, data):
     m.initialize(dict(tables))
     ref = check_state(m, sql, tables, parts, f"{name} initial {init}")
     for i, ops in enumerate(batches):
-        deltas = as_deltas(ops)
+        deltas = as_deltas(ops, consolidate=data.draw(st.booleans(), label="consolidate"))
         tables, ref = step(m, sql, tables, parts, deltas, ref, f"{name} batch {i} {ops} (init {init})")
 
     # the same history cut into different batches (contiguous, so every prefix stays valid)
@@ -134,3 +150,52 @@ def test_engine_equals_oracle_after_every_batch(name, data):
         got = engine_sketch(m2)
         assert {t: got.get(t, []) for t in parts} == ref, f"{name}: batches {grouping} give another final sketch"
         check_result(m2.result(), reference_result(sql, tables), sql, f"{name} regrouped {grouping}")
+
+
+# -- date and string partition attributes ----------------------------------------------------
+
+import datetime as _dt  # noqa: E402
+
+E_SCHEMA = pa.schema([("cat", pa.string()), ("day", pa.date32()), ("amt", pa.int64())])
+DAY0 = _dt.date(2024, 1, 1)
+E_QUERIES = {
+    # partitioned on day (date boundaries)
+    "by_day": ("day", "select cat, sum(amt) as s from e group by cat having sum(amt) > 3"),
+    "by_day_topk": ("day", "select cat, day, amt from e order by amt desc, day limit 2"),
+    # partitioned on cat (string boundaries)
+    "by_cat": ("cat", "select cat, count(*) as c from e where day >= date '2024-01-10' group by cat"),
+    "by_cat_minmax": ("cat", "select min(day) as first, max(amt) as top from e where cat > 'b'"),
+}
+E_PARTS = {
+    "day": RangePartition("day", [DAY0 + _dt.timedelta(days=d) for d in (0, 7, 14, 21)]),
+    "cat": RangePartition("cat", ["b", "d", "f"]),
+}
+e_rows = st.tuples(
+    st.sampled_from(["a", "b", "bb", "c", "d", "e", "f", "g", None]),
+    st.integers(-3, 28).map(lambda d: DAY0 + _dt.timedelta(days=d)),
+    st.integers(-2, 6),
+)
+
+
+@pytest.mark.parametrize("name", sorted(E_QUERIES))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_date_and_string_partitions(name, data):
+    attr, sql = E_QUERIES[name]
+    parts = {"e": E_PARTS[attr]}
+    rows = data.draw(st.lists(e_rows, max_size=8), label="e0")
+    tables = {"e": as_table(rows, E_SCHEMA)}
+    m = SketchMaintainer.from_sql(sql, partitions=parts)
+    m.initialize(dict(tables))
+    ref = check_state(m, sql, tables, parts, f"{name} initial {rows}")
+    for i in range(data.draw(st.integers(1, 4), label="n_batches")):
+        ops = []
+        for _ in range(data.draw(st.integers(1, 5), label="n_ops")):
+            if rows and data.draw(st.booleans(), label="delete?"):
+                ops.append((-1, rows.pop(data.draw(st.integers(0, len(rows) - 1), label="victim"))))
+            else:
+                row = data.draw(e_rows)
+                rows.append(row)
+                ops.append((1, row))
+        delta = as_table([r for _, r in ops], E_SCHEMA).append_column("__weight", pa.array([w for w, _ in ops], pa.int64()))
+        tables, ref = step(m, sql, tables, parts, {"e": delta}, ref, f"{name} batch {i} {ops}")
