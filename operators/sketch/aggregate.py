@@ -366,7 +366,15 @@ def _build(spec, state, rows, bits, w) -> Delta:
     names = out_columns(spec)
     types = state.out_types or [None] * len(names)
     cols = list(zip(*rows))
-    arrays = [pa.array(list(c), type=t) for c, t in zip(cols, types)]
+    arrays = []
+    for i, (c, t) in enumerate(zip(cols, types)):
+        if t is None or pa.types.is_null(t):  # first seen all-NULL: infer, and remember
+            a = pa.array(list(c))
+            if state.out_types is not None and not pa.types.is_null(a.type):
+                state.out_types[i] = a.type
+        else:
+            a = pa.array(list(c), type=t)
+        arrays.append(a)
     if not spec.annotated:
         sk = np.zeros((len(bits), 0), dtype=np.int64)
     else:

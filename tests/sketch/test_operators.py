@@ -285,3 +285,28 @@ def test_consolidate_cancels_insert_and_delete_of_same_tuple():
     c = consolidate(d, NB)
     assert sorted(zip(c.rows(), sketch_keys(c.sketch), c.weight.tolist())) == [((1,), (1,), 1), ((2,), (0,), 1)]
     assert consolidate(mk(["a"], [(1,), (1,)], [0, 0], [1, -1], [pa.int64()]), NB) is None
+
+
+def test_bloom_is_rebuilt_when_keys_outgrow_it():
+    spec = J.JoinSpec(("g",), ("h",), ("g",), ("h",), NB, True)
+    s = J.new_state(spec)
+    s, _ = J.step(spec, s, mk(["g"], [(0,)], [0], [1], [pa.int64()]), mk(["h"], [(0,)], [0], [1], [pa.int64()]))
+    cap0 = s.right_bloom.capacity
+    for b in range(3):  # 3 x 1500 new right keys: more than twice the initial capacity
+        keys = [(100000 + b * 1500 + i,) for i in range(1500)]
+        s, _ = J.step(spec, s, None, mk(["h"], keys, [0] * len(keys), [1] * len(keys), [pa.int64()]))
+    assert s.right_bloom.capacity > cap0
+    probe = [(100000 + i,) for i in range(0, 4500, 7)]
+    s, out = J.step(spec, s, mk(["g"], probe, [1] * len(probe), [1] * len(probe), [pa.int64()]), None)
+    assert len(consolidate(out, NB)) == len(probe)  # every key found its partner
+
+
+def test_decimal_to_float_is_correctly_rounded():
+    import decimal
+
+    from operators.sketch.partition import decimal_to_float
+
+    vals = [decimal.Decimal(f"{i / 100:.2f}") for i in range(-3000, 3000)] + [None]
+    for t in (pa.decimal128(15, 2), pa.decimal128(38, 2)):
+        arr = pa.array(vals, t).slice(5)
+        assert decimal_to_float(arr).to_pylist() == [None if v is None else float(v) for v in vals[5:]]
