@@ -29,6 +29,8 @@ TRIANGLES_DDL = ("graph STRING, batch_id BIGINT, triangles BIGINT, edges BIGINT,
                  "committed_at TIMESTAMP")
 REACH_DDL = "view STRING, src STRING, dst STRING"
 PATHS_DDL = "view STRING, src STRING, dst STRING, cost DOUBLE, path STRING"
+REACH_SCHEMA = pa.schema([("view", pa.string()), ("src", pa.string()), ("dst", pa.string())])
+PATHS_SCHEMA = pa.schema(list(REACH_SCHEMA) + [("cost", pa.float64()), ("path", pa.string())])
 VIEW_STATS_DDL = ("view STRING, batch_id BIGINT, rows BIGINT, added BIGINT, removed BIGINT, "
                   "maintain_ms DOUBLE, stats STRING, committed_at TIMESTAMP")
 
@@ -163,19 +165,19 @@ class ViewMaintainer:
     def _rows_table(self, rows) -> pa.Table:
         name = self.view.name
         if self.view.kind == "reachability":
-            src, dst = zip(*sorted(rows, key=str)) if rows else ((), ())
-            return pa.table({"view": [name] * len(src), "src": [str(x) for x in src], "dst": [str(x) for x in dst]},
-                            schema=pa.schema([("view", pa.string()), ("src", pa.string()), ("dst", pa.string())]))
+            pairs = sorted(rows, key=str)
+            return pa.table({"view": [name] * len(pairs), "src": [str(a) for a, _ in pairs],
+                             "dst": [str(b) for _, b in pairs]}, schema=REACH_SCHEMA)
         items = sorted(rows.items(), key=str)
         return pa.table({
             "view": [name] * len(items), "src": [str(k[0]) for k, _ in items], "dst": [str(k[1]) for k, _ in items],
-            "cost": pa.array([float(_cost(v)) for _, v in items], pa.float64()),
+            "cost": [float(_cost(v)) for _, v in items],
             "path": [json.dumps([_plain(x) for x in _path(v)]) for _, v in items],
-        })
+        }, schema=PATHS_SCHEMA)
 
     def _overwrite(self, spark, job) -> None:
         data = self._rows_table(self.engine.rows())
-        df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], _schema(self.view.kind))
+        df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], _ddl(self.view.kind))
         (df.write.format("delta").mode("overwrite").option("replaceWhere", f"view = '{self.view.name}'")
          .save(job.lake.output(self.out_table)))
 
@@ -223,8 +225,8 @@ class ViewMaintainer:
             upserts = self._rows_table(set(vd.added))
             gone = self._rows_table(removed)
         src = pa.concat_tables([
-            upserts.append_column("__deleted", pa.array([False] * upserts.num_rows)),
-            gone.append_column("__deleted", pa.array([True] * gone.num_rows)),
+            upserts.append_column("__deleted", pa.array([False] * upserts.num_rows, pa.bool_())),
+            gone.append_column("__deleted", pa.array([True] * gone.num_rows, pa.bool_())),
         ])
         cond = "t.view = s.view AND t.src = s.src AND t.dst = s.dst"
         cols = [c for c in src.column_names if c != "__deleted"]
@@ -238,9 +240,8 @@ class ViewMaintainer:
              .execute())
 
 
-def _schema(kind: str) -> str:
-    return "view string, src string, dst string" if kind == "reachability" else \
-        "view string, src string, dst string, cost double, path string"
+def _ddl(kind: str) -> str:
+    return REACH_DDL if kind == "reachability" else PATHS_DDL
 
 
 def _cost(v):
