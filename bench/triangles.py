@@ -164,6 +164,16 @@ def report(rows, sizes, quick: bool) -> str:
             f"- IVM^ε load on the power-law graph at N = {big:,} ≥ 100,000 updates/s: "
             f"{pl['load_ups']:,.0f} edge rows/s = {2 * pl['load_ups']:,.0f} single-tuple "
             f"updates/s; timed churn rows: {1 / pl['t_update']:,.0f} rows/s"]
+    out += ["", "## Notes", "",
+            "- The adversarial stream (4 hubs over one shared leaf pool, hub–hub toggles) is "
+            "adversarial for first-order IVM: each toggle intersects two Θ(N)-sized "
+            "adjacencies. IVM^ε answers it from its heavy index (4 entries) and one view "
+            "lookup, so its flat curve is O(1), not its O(√N) worst case.",
+            "- On the power-law graph the classical baseline is faster: its delta is one "
+            "C-level intersection of min-degree size, while IVM^ε also patches its view in "
+            "Python loops of up to 3/2·√N entries (heavy endpoint next to a light one).",
+            "- Classical IVM's exponent above 1 on the adversarial stream is memory "
+            "behaviour of 10^5-entry hash-set intersections, not extra work."]
     return "\n".join(out) + "\n", exps
 
 
