@@ -13,7 +13,8 @@ sample of rows only (its load is not timed).
 
     .venv/bin/python bench/triangles.py [--quick]
 
-Writes bench/results/triangles.md and bench/results/triangles.png.
+Writes bench/results/triangles.md and bench/results/triangles.png (--quick:
+triangles.quick.md / .png, so a quick run never overwrites the full figures).
 """
 
 from __future__ import annotations
@@ -212,9 +213,10 @@ def main(argv=None) -> int:
     rows = run(sizes, n_timed, budget, recount_rows, recount_max)
     os.makedirs(RESULTS, exist_ok=True)
     text, exps = report(rows, sizes, args.quick)
-    with open(os.path.join(RESULTS, "triangles.md"), "w") as f:
+    stem = "triangles.quick" if args.quick else "triangles"  # quick never overwrites
+    with open(os.path.join(RESULTS, f"{stem}.md"), "w") as f:
         f.write(text)
-    plot(rows, os.path.join(RESULTS, "triangles.png"))
+    plot(rows, os.path.join(RESULTS, f"{stem}.png"))
     print(text)
     for (stream, engine), e in exps.items():
         log(f"exponent {stream:11s} {engine:9s} {e:.2f}")
