@@ -51,6 +51,26 @@ def _is_int64(v) -> bool:
         INT64_MIN <= int(v) <= INT64_MAX
 
 
+def _int_list(arr: np.ndarray) -> tuple[list, list | None]:
+    """(values, None) for an all-int64 integer array; else (values, per-row validity).
+
+    Float arrays (e.g. an Arrow int column with nulls → NaN) and object arrays are checked
+    per element: integral floats below 2^53 and Python/numpy ints in int64 are accepted.
+    """
+    if arr.dtype.kind == "i" or (arr.dtype.kind == "u" and
+                                 (len(arr) == 0 or int(arr.max()) <= INT64_MAX)):
+        return arr.tolist(), None
+    vals = arr.tolist()
+    ok = []
+    for k, v in enumerate(vals):
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+            vals[k] = int(v)
+            ok.append(True)
+        else:
+            ok.append(_is_int64(v))
+    return vals, ok
+
+
 class GraphFrontend:
     """Modes and edge semantics on top of a core with ``rows``, ``q`` and update methods."""
 
@@ -106,9 +126,6 @@ class GraphFrontend:
         if len(dst) != n or len(weight) != n:
             raise ConfigError(f"triangles: batch arrays differ in length "
                               f"({n}, {len(dst)}, {len(weight)})")
-        for name, arr in (("src", src), ("dst", dst), ("weight", weight)):
-            if n and arr.dtype.kind not in "iu":
-                raise ConfigError(f"triangles: {name} must be an integer array, got {arr.dtype}")
         if self.mode == "three_relation":
             if relation is None:
                 raise ConfigError("triangles: three_relation mode needs a relation array")
@@ -118,16 +135,19 @@ class GraphFrontend:
         elif relation is not None:
             raise ConfigError(f"triangles: relation is only for three_relation mode ({self.mode})")
         bad: list[BadEdge] = []
-        if any(a.dtype == np.uint64 and n and int(a.max()) > INT64_MAX for a in (src, dst, weight)):
-            raise ConfigError("triangles: uint64 values above int64 range in batch")
-        s, d, w = src.tolist(), dst.tolist(), weight.tolist()
-        if self.mode == "undirected":
+        cols = [_int_list(a) for a in (src, dst, weight)]
+        (s, ok_s), (d, ok_d), (w, ok_w) = cols
+        if ok_s is None and ok_d is None and ok_w is None and self.mode == "undirected":
             self._batch_undirected(s, d, w, bad)
         else:
+            # bad values (nulls, NaN, fractions, out of int64) are rejected row by row
             row = self._row
             for idx in range(n):
                 r = rel[idx] if self.mode == "three_relation" else None
-                reason = row(s[idx], d[idx], w[idx], r)
+                if any(ok is not None and not ok[idx] for ok in (ok_s, ok_d, ok_w)):
+                    reason = "vertex id or weight is not an int64"
+                else:
+                    reason = row(s[idx], d[idx], w[idx], r)
                 if reason is not None:
                     bad.append(BadEdge(idx, s[idx], d[idx], w[idx], r, reason))
         self.rejected += len(bad)

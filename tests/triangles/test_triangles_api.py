@@ -66,8 +66,6 @@ def test_config_errors():
     with pytest.raises(ConfigError):
         TriangleCounter(mode="undirected").update(1, 2, relation="R")
     with pytest.raises(ConfigError):
-        TriangleCounter().apply_batch(np.array([1.0]), np.array([2.0]))
-    with pytest.raises(ConfigError):
         TriangleCounter().apply_batch(np.array([1, 2]), np.array([2]))
 
 
@@ -120,3 +118,18 @@ def test_workloads_are_deterministic_and_valid():
     assert a.apply_batch(ss, sd, sw) == [] and b.apply_batch(ss, sd, sw) == []
     assert a.count == b.count
     check_invariants(a)
+
+
+def test_bad_values_in_batches_are_rejected_rows_not_errors():
+    for mode in ("undirected", "directed"):
+        tc = TriangleCounter(mode=mode)
+        src = np.array([1.0, np.nan, 2.0, 3.0, 0.5])  # e.g. an Arrow int column with a null
+        dst = np.array([2.0, 3.0, 3.0, 1.0, 1.0])
+        bad = tc.apply_batch(src, dst)
+        assert [(b.index, b.code) for b in bad] == [(1, DATA_BAD_EDGE), (4, DATA_BAD_EDGE)]
+        assert tc.count == 1
+        obj = tc.apply_batch(np.array([1, None, 2 ** 64], dtype=object),
+                             np.array([5, 6, 7], dtype=object))
+        assert [b.index for b in obj] == [1, 2]
+        assert tc.apply_batch(np.array([2 ** 63], dtype=np.uint64), np.array([1]))[0].index == 0
+        check_invariants(tc)
