@@ -108,13 +108,14 @@ def _probe(spec, d: Delta, h, store: SideStore, bloom, state, d_is_left: bool):
     return _pairs(spec, rows, np.arange(len(rows), dtype=np.int64), d, pi)
 
 
-def _direct(spec, dl: Delta, hl, dr: Delta, hr) -> Delta | None:
-    order = np.argsort(hr)
-    hs = hr[order]
-    lo = np.searchsorted(hs, hl, "left")
-    hi = np.searchsorted(hs, hl, "right")
-    li, pos = _expand(lo, hi)
-    return _pairs(spec, dl, li, dr, order[pos])
+def _direct(spec, dl: Delta, hl, ol, dr: Delta, hr, or_) -> Delta | None:
+    """ΔL ⋈ ΔR by merging the two hash-sorted deltas (sequential searchsorted)."""
+    hrs = hr[or_]
+    hls = hl[ol]
+    lo = np.searchsorted(hrs, hls, "left")
+    hi = np.searchsorted(hrs, hls, "right")
+    p, pos = _expand(lo, hi)
+    return _pairs(spec, dl, ol[p], dr, or_[pos])
 
 
 def step(spec: JoinSpec, state: JoinState, dl: Delta | None, dr: Delta | None):
@@ -122,23 +123,25 @@ def step(spec: JoinSpec, state: JoinState, dl: Delta | None, dr: Delta | None):
     dr, hr = _prep(dr, spec.right_keys)
     if dl is None and dr is None:
         return state, None
+    ol = np.argsort(hl) if dl is not None else None  # shared by ΔL ⋈ ΔR and the store
+    or_ = np.argsort(hr) if dr is not None else None
     parts = []
     if dl is not None:
         parts.append(_probe(spec, dl, hl, state.right, state.right_bloom if spec.use_bloom else None, state, True))
     if dr is not None:
         parts.append(_probe(spec, dr, hr, state.left, state.left_bloom if spec.use_bloom else None, state, False))
     if dl is not None and dr is not None:
-        parts.append(_direct(spec, dl, hl, dr, hr))
+        parts.append(_direct(spec, dl, hl, ol, dr, hr, or_))
     # apply the deltas to the stored sides (after all three terms used the old states)
-    for d, h, store, attr in ((dl, hl, state.left, "left_bloom"), (dr, hr, state.right, "right_bloom")):
+    for d, h, o, store, attr in ((dl, hl, ol, state.left, "left_bloom"), (dr, hr, or_, state.right, "right_bloom")):
         if d is None:
             continue
-        store.add(d, h)
+        store.add(d, h, o)
         if spec.use_bloom and spec.left_keys:
             bf = getattr(state, attr)
             if bf is None or bf.needs_rebuild():
-                hh, ww = store.hashes_and_weights()
-                setattr(state, attr, CountingBloom.build(hh, ww, store.distinct_keys()))
+                hh, ww = store.key_weights()
+                setattr(state, attr, CountingBloom.build(hh, ww, len(hh)))
             else:
                 bf.update(h, d.weight)
     return state, Delta.concat(parts, spec.nbits)
