@@ -95,14 +95,20 @@ def step(spec: ScanSpec, state: ScanState, raw: pa.Table | None, weight=None, le
     if not names:
         raise IvmError(f"scan of {spec.table!r} produces no column (planner keeps at least one)")
     tbl = pa.Table.from_arrays(arrays, names=names)
+    keep = None
+    if spec.pushed is not None and tbl.num_rows:  # selection first: annotate survivors only
+        keep = np.flatnonzero(predicate_mask(spec.pushed, tbl))
+        if len(keep) == 0:
+            return state, None
+        tbl, weight = tbl.take(pa.array(keep)), weight[keep]
     if spec.partition is not None:
-        frag = spec.partition.fragment_of(_column(raw, spec.partition.attribute, spec)) + spec.offset
-        sketch = frag.reshape(-1, 1)
+        pv = _column(raw, spec.partition.attribute, spec)
+        if keep is not None:
+            pv = pv.take(pa.array(keep))
+        sketch = (spec.partition.fragment_of(pv) + spec.offset).reshape(-1, 1)
     else:
-        sketch = np.zeros((raw.num_rows, 0), dtype=np.int64)
+        sketch = np.zeros((tbl.num_rows, 0), dtype=np.int64)
     d = Delta(tbl, weight, sketch)
-    if spec.pushed is not None and len(d):
-        d = d.filter(predicate_mask(spec.pushed, d.table))
     if not learn and len(d) and (d.weight < 0).any() and (d.weight > 0).any():
         d = consolidate(d, spec.nbits)
     if d is None or len(d) == 0:
