@@ -43,13 +43,13 @@ def _run(config_path, kill_at: str | None, timeout=300) -> int:
 
 
 def test_sigkill_inside_batches_loses_nothing_and_counts_nothing_twice(kafka_broker, spark, tmp_path):
-    data, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="recov", max_offsets=40, topic_prefix="recov")
+    data, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="recov", max_offsets=50, topic_prefix="recov")
     cfg_file = tmp_path / "job.toml"
     cfg_file.write_text(dump_toml(data))
     create_topics(kafka_broker.bootstrap, cfg.topics)
     hist = History(cfg, seed=7)
     prod = CdcProducer(kafka_broker.bootstrap)
-    hist.send(prod, 220)
+    hist.send(prod, 170)
 
     for kill_at in ("mirror.items:0", "collect:1", "quarantine:1", "batch_record:2"):
         assert _run(cfg_file, kill_at) == -signal.SIGKILL
