@@ -62,8 +62,11 @@ def template_of(sql: str) -> Instance:
     topk = any(isinstance(c, exp.Limit) for c in clauses)
     for clause in clauses:
         for lit in list(clause.find_all(exp.Literal)):
-            binding.append(_value(lit))
-            lit.replace(exp.Placeholder(this=f"p{len(binding)}"))
+            node, value = lit, _value(lit)
+            if isinstance(lit.parent, exp.Neg) and not lit.is_string:  # -5 is one constant
+                node, value = lit.parent, -value
+            binding.append(value)
+            node.replace(exp.Placeholder(this=f"p{len(binding)}"))
     return Instance(sql, tree.sql(dialect="postgres"), tuple(binding), topk, tree)
 
 
