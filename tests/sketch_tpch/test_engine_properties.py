@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from operators.sketch import RangePartition, SketchMaintainer
@@ -199,3 +199,134 @@ def test_date_and_string_partitions(name, data):
                 ops.append((1, row))
         delta = as_table([r for _, r in ops], E_SCHEMA).append_column("__weight", pa.array([w for w, _ in ops], pa.int64()))
         tables, ref = step(m, sql, tables, parts, {"e": delta}, ref, f"{name} batch {i} {ops}")
+
+
+# -- bounded MIN/MAX and top-k state; bloom filters off ------------------------------------
+
+from operators.sketch import RecaptureRequired  # noqa: E402
+
+BOUNDED = {
+    "topk_groups": dict(topk_bound=3),
+    "topk_rows": dict(topk_bound=4),
+    "join_topk": dict(topk_bound=3),
+    "min_max": dict(minmax_bound=2),
+    "min_having": dict(minmax_bound=1),
+    "join_agg": dict(use_bloom=False),
+    "self_join": dict(use_bloom=False),
+    "join_agg_subquery": dict(use_bloom=False),
+}
+
+
+def excess_ties(rows, options) -> bool:
+    """True if some group has more rows tied at its min(w) or max(v) than ``minmax_bound``."""
+    if "minmax_bound" not in options:
+        return False
+    bound = options["minmax_bound"]
+    ws_of: dict = {}
+    vs_of: dict = {}
+    for r in rows:
+        g, v, w = (r["g"], r["v"], r["w"]) if isinstance(r, dict) else (r[1], r[2], r[3])
+        ws_of.setdefault(g, []).append(w)
+        if v is not None:
+            vs_of.setdefault(g, []).append(v)
+    return any(ws.count(min(ws)) > bound for ws in ws_of.values()) or any(vs.count(max(vs)) > bound for vs in vs_of.values())
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDED))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_bounded_state_is_exact_or_asks_for_recapture(name, data):
+    """With bounded state the engine may give up (RecaptureRequired) but must never be wrong;
+    after a recapture from the current tables it goes on exactly."""
+    sql, options = QUERIES[name], BOUNDED[name]
+    parts = parts_of(sql)
+    init, batches = draw_history(data)
+    # known engine bug (see the xfail tests below): ties at a group's minimum that outnumber
+    # the bound make initialize() itself raise RecaptureRequired; keep this property to the rest
+    assume(not excess_ties(init["r"], options))
+    tables = tables_of(init)
+    m = SketchMaintainer.from_sql(sql, partitions=parts, **options)
+    m.initialize(dict(tables))
+    ref = check_state(m, sql, tables, parts, f"{name} initial {init}")
+    for i, ops in enumerate(batches):
+        deltas = as_deltas(ops)
+        try:
+            tables, ref = step(m, sql, tables, parts, deltas, ref, f"{name} {options} batch {i} {ops} (init {init})")
+        except RecaptureRequired:
+            from operators.sketch_reference.datasets import apply_delta
+
+            for t, d in deltas.items():
+                tables[t] = apply_delta(tables[t], d)
+            if excess_ties(tables["r"].to_pylist(), options):
+                return  # the known bug would make the recapture itself fail
+            m = SketchMaintainer.from_sql(sql, partitions=parts, **options)
+            m.initialize(dict(tables))
+            ref = check_state(m, sql, tables, parts, f"{name} recaptured after batch {i}")
+
+
+# -- joins on string keys (IMP's bloom filter lost string matches) ---------------------------
+
+DIM_SCHEMA = pa.schema([("cat", pa.string()), ("label", pa.string())])
+dim_rows = st.tuples(st.sampled_from(["a", "b", "bb", "c", "d", "zz", None]), st.sampled_from(["x", "y"]))
+STRING_JOINS = {
+    "string_key_join": "select e.cat, label, sum(amt) as s from e join dim on e.cat = dim.cat group by e.cat, label",
+    "string_key_join_having": "select label, count(*) as c from e join dim on (e.cat = dim.cat) group by label having count(*) > 2",
+}
+
+
+@pytest.mark.parametrize("use_bloom", [True, False])
+@pytest.mark.parametrize("name", sorted(STRING_JOINS))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_string_key_joins_both_sides_updated(name, use_bloom, data):
+    sql = STRING_JOINS[name]
+    parts = {"e": E_PARTS["cat"], "dim": RangePartition("cat", ["b", "c"])}
+    state = {"e": data.draw(st.lists(e_rows, max_size=8), label="e0"), "dim": data.draw(st.lists(dim_rows, max_size=4), label="dim0")}
+    schemas = {"e": E_SCHEMA, "dim": DIM_SCHEMA}
+    tables = {t: as_table(v, schemas[t]) for t, v in state.items()}
+    m = SketchMaintainer.from_sql(sql, partitions=parts, use_bloom=use_bloom)
+    m.initialize(dict(tables))
+    ref = check_state(m, sql, tables, parts, f"{name} initial {state}")
+    for i in range(data.draw(st.integers(1, 4), label="n_batches")):
+        ops = {"e": [], "dim": []}
+        for _ in range(data.draw(st.integers(1, 6), label="n_ops")):
+            t = data.draw(st.sampled_from(["e", "dim"]), label="table")
+            if state[t] and data.draw(st.booleans(), label="delete?"):
+                ops[t].append((-1, state[t].pop(data.draw(st.integers(0, len(state[t]) - 1), label="victim"))))
+            else:
+                row = data.draw(e_rows if t == "e" else dim_rows)
+                state[t].append(row)
+                ops[t].append((1, row))
+        deltas = {
+            t: as_table([r for _, r in o], schemas[t]).append_column("__weight", pa.array([w for w, _ in o], pa.int64()))
+            for t, o in ops.items() if o
+        }
+        tables, ref = step(m, sql, tables, parts, deltas, ref, f"{name} bloom={use_bloom} batch {i} {ops}")
+
+
+# -- known engine bugs, kept as strict xfails ------------------------------------------------
+
+BUG_MINMAX_TIES = (
+    "engine bug: bounded MIN/MAX (minmax_bound=m) raises RecaptureRequired when more than m rows "
+    "tie at a group's minimum - in initialize() and on insert-only batches, where nothing was deleted"
+)
+
+
+@pytest.mark.xfail(strict=True, raises=RecaptureRequired, reason=BUG_MINMAX_TIES)
+def test_bounded_min_initialize_with_tied_minimum():
+    sql = "select g, min(w) as mn from r group by g having min(w) < 0"
+    tables = tables_of({"r": [(1, 0, 0, 0), (2, 0, 0, 0), (3, 0, 0, 0)], "s": []})
+    m = SketchMaintainer.from_sql(sql, partitions=parts_of(sql), minmax_bound=2)
+    m.initialize(dict(tables))  # raises today
+    check_state(m, sql, tables, parts_of(sql), "bounded min, 3 tied minimums, bound 2")
+
+
+@pytest.mark.xfail(strict=True, raises=RecaptureRequired, reason=BUG_MINMAX_TIES)
+def test_bounded_min_insert_duplicate_of_minimum():
+    sql = "select g, min(w) as mn from r group by g having min(w) < 0"
+    parts = parts_of(sql)
+    tables = tables_of({"r": [(1, 0, 0, -1)], "s": []})
+    m = SketchMaintainer.from_sql(sql, partitions=parts, minmax_bound=1)
+    m.initialize(dict(tables))
+    ref = check_state(m, sql, tables, parts, "initial")
+    step(m, sql, tables, parts, as_deltas([("r", 1, (2, 0, 0, -1))]), ref, "insert a second row at the minimum")  # raises today
