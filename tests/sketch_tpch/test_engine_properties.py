@@ -124,7 +124,7 @@ def tables_of(init):
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_engine_equals_oracle_after_every_batch(name, data):
     sql = QUERIES[name]
@@ -178,7 +178,7 @@ e_rows = st.tuples(
 
 
 @pytest.mark.parametrize("name", sorted(E_QUERIES))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_date_and_string_partitions(name, data):
     attr, sql = E_QUERIES[name]
@@ -233,7 +233,7 @@ def excess_ties(rows, options) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(BOUNDED))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_bounded_state_is_exact_or_asks_for_recapture(name, data):
     """With bounded state the engine may give up (RecaptureRequired) but must never be wrong;
@@ -276,7 +276,7 @@ STRING_JOINS = {
 
 @pytest.mark.parametrize("use_bloom", [True, False])
 @pytest.mark.parametrize("name", sorted(STRING_JOINS))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_string_key_joins_both_sides_updated(name, use_bloom, data):
     sql = STRING_JOINS[name]
