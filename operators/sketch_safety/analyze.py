@@ -127,6 +127,10 @@ class Analyzer:
 
     # -- queries -----------------------------------------------------------------------------
     def query(self, q: exp.Expression) -> Rel:
+        if not hasattr(self, "tree_columns"):  # statistics bounds only for columns the query names
+            self.tree_columns = [c for c in q.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+            if any(isinstance(s.parent, (exp.Select, exp.Column)) for s in q.find_all(exp.Star)):
+                self.tree_columns = []
         if isinstance(q, exp.Subquery):
             return self.query(q.this)
         if isinstance(q, exp.Union) and type(q) is exp.Union:
@@ -141,14 +145,16 @@ class Analyzer:
             raise SqlError(f"unknown table {name!r}")
         alias = t.alias_or_name
         rel = Rel(cols=[])
+        used = {c.name for c in self.tree_columns}
         for c in self.schema[name]:
-            v = self.fresh(f"{alias}.{c}")
+            # Ψ of a base relation is "every column equal": both sides share one variable
+            z = self.fresh(f"{alias}.{c}")[0]
+            v = (z, z)
             rel.cols.append(Col(alias, c, v))
-            rel.psi.append(v[1] == v[0])
             lo_hi = self.stats.get(name, {}).get(c)
-            if lo_hi is not None and None not in lo_hi:
+            if lo_hi is not None and None not in lo_hi and (c in used or not self.tree_columns):
                 lo, hi = (Translator(lambda n: None, self.strings).literal(x) for x in lo_hi)
-                rel.expr.append((z3.And(v[0] >= lo, v[0] <= hi), z3.And(v[1] >= lo, v[1] <= hi)))
+                rel.expr.append((z3.And(z >= lo, z <= hi), z3.BoolVal(True)))
             if self.sketch and name == self.sketch[0] and c == self.sketch[1]:
                 rel.X.append(v[0])
         if self.sketch and name == self.sketch[0] and not any(c == self.sketch[1] for c in self.schema[name]):

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 
-from operators.errors import SqlError, UnsafeSketchError
+from operators.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
 from operators.sketch_safety.analyze import Analyzer, Refuted
 from operators.sketch_safety.logic import string_literals
 
@@ -23,9 +23,12 @@ class SafetyResult:
 
 def parse(sql: str) -> sqlglot.exp.Expression:
     try:
-        return sqlglot.parse_one(sql, read="postgres")
+        tree = sqlglot.parse_one(sql, read="postgres")
     except sqlglot.errors.ParseError as e:
         raise SqlError(f"cannot parse query: {e}") from None
+    if not isinstance(tree, (sqlglot.exp.Select, sqlglot.exp.Union, sqlglot.exp.Subquery)):
+        raise UnsupportedSqlError(f"only SELECT queries are supported, got {type(tree).__name__}: {sql[:60]!r}")
+    return tree
 
 
 def schema_of(tables: dict) -> dict:
