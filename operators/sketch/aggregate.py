@@ -9,9 +9,10 @@ inserted; a group whose row and sketch did not change emits nothing.  A group ap
 with an insert only, and vanishes (hidden count(*) = 0) with a delete only.  Without
 GROUP BY there is always exactly one output row (SQL: SUM of nothing is NULL, COUNT 0).
 DISTINCT is this operator with every column a group column and no aggregate.
-State kept (``aggregate.groups.v1``): group key -> slot; per slot numpy entries for the
-hidden count, per aggregate the running sum and non-NULL count, a SortedList per MIN/MAX
-aggregate (optionally bounded to the best m values plus a "frontier", Sec. 7.2), the
+State kept (``aggregate.groups.v2``): group key -> slot; per slot numpy entries for the
+hidden count, per aggregate the running sum and non-NULL count, a SortedDict per MIN/MAX
+aggregate as value -> multiplicity (IMP's ORDMAP; optionally bounded to the m best
+distinct values plus a "frontier" behind which values are untracked, Sec. 7.2), the
 dict F_g and the last emitted ⟨row, sketch⟩.
 Sketches: lineage - a group's sketch holds every fragment of every member (also for
 MIN/MAX, as IMP's F_g does; PBDS's argmin-only rule would be smaller).  Deletions are
@@ -25,12 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-from sortedcontainers import SortedList
+from sortedcontainers import SortedDict
 
 from operators.errors import InvariantError, StateError
 from operators.sketch.delta import Delta, bits_from_ids, group_codes, ids_of, is_compact
 
-ENCODING = "aggregate.groups.v1"
+ENCODING = "aggregate.groups.v2"  # v2: MIN/MAX state is value -> count
 
 
 class RecaptureRequired(StateError):
@@ -65,7 +66,7 @@ class AggState:
     acc: list = field(default_factory=list)  # per agg: np.ndarray | None
     nn: list = field(default_factory=list)
     arg_int: list = field(default_factory=list)
-    ordered: list = field(default_factory=list)  # per agg: {slot: SortedList}
+    ordered: list = field(default_factory=list)  # per agg: {slot: SortedDict value -> count}
     frontier: list = field(default_factory=list)  # per agg: {slot: value}
     frag: list = field(default_factory=list)  # per slot: {global fragment: count}
     out_row: list = field(default_factory=list)
@@ -165,38 +166,34 @@ def _update_ordered(spec, state, j, col, valid, inv, slots, w):
     m = spec.bound
     for s0, e0 in zip(starts.tolist(), ends.tolist()):
         slot = int(slots[gs_sorted[s0]])
-        sl = od.get(slot)
-        if sl is None:
-            sl = od[slot] = SortedList()
+        sd = od.get(slot)
+        if sd is None:
+            sd = od[slot] = SortedDict()
         F = fr.get(slot)
         net: dict = {}
         for k in order[s0:e0].tolist():
             v = vals[k]
             net[v] = net.get(v, 0) + int(ws[k])  # net per value: deletes may precede inserts
-        pos, neg = [], []
         for v, c in net.items():
             if c == 0 or (F is not None and ((v >= F) if is_min else (v <= F))):
                 continue  # no net change, or beyond the frontier of the bounded state
-            (pos if c > 0 else neg).extend([v] * abs(c))
-        for v in neg:
-            try:
-                sl.remove(v)
-            except ValueError:
+            n = sd.get(v, 0) + c
+            if n > 0:
+                sd[v] = n
+            elif n == 0:
+                del sd[v]
+            else:
                 raise InvariantError(f"{spec.name}: delete of value {v!r} absent from group {state.keys[slot]!r}")
-        if pos:
-            sl.update(pos)
-        if m is not None and len(sl) > m:
-            while len(sl) > m:
-                worst = sl[-1] if is_min else sl[0]
-                if is_min:
-                    del sl[sl.bisect_left(worst):]
-                else:
-                    del sl[: sl.bisect_right(worst)]
-                F = worst if F is None else (min(F, worst) if is_min else max(F, worst))
+        # bounded state keeps the m best *distinct* values with their multiplicities, so ties
+        # at the minimum never push the minimum itself out
+        while m is not None and len(sd) > m:
+            worst = sd.popitem(-1 if is_min else 0)[0]
+            F = worst if F is None else (min(F, worst) if is_min else max(F, worst))
+        if F is not None:
             fr[slot] = F
         if state.nn[j][slot] == 0:  # no non-NULL value left: forget the frontier
             fr.pop(slot, None)
-            sl.clear()
+            sd.clear()
 
 
 def _update_frags(spec, state, sketch, inv, slots, w) -> set:
@@ -258,9 +255,9 @@ def _row(spec: AggSpec, state: AggState, slot: int):
             nn = state.nn[j][slot]
             vals.append(None if nn == 0 else float(state.acc[j][slot]) / float(nn))
         else:
-            sl = state.ordered[j].get(slot)
-            if sl:
-                vals.append(sl[0] if f == "min" else sl[-1])
+            sd = state.ordered[j].get(slot)
+            if sd:
+                vals.append(sd.peekitem(0 if f == "min" else -1)[0])
             elif state.nn[j][slot] > 0:
                 raise RecaptureRequired(f"{spec.name}: bounded {f} state of group {state.keys[slot]!r} exhausted")
             else:

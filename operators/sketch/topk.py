@@ -136,6 +136,8 @@ def step(spec: TopKSpec, state: TopKState, d: Delta | None):
     if spec.bound is not None:
         total = _kept(state)
         while total > spec.bound and len(ent) > 1:
+            if total - ent.peekitem(-1)[1][2] < spec.k:
+                break  # never evict below k rows (a heavy duplicate may exceed the bound)
             key, e = ent.popitem(-1)
             total -= e[2]
             F = key if F is None or key < F else F

@@ -310,3 +310,26 @@ def test_decimal_to_float_is_correctly_rounded():
     for t in (pa.decimal128(15, 2), pa.decimal128(38, 2)):
         arr = pa.array(vals, t).slice(5)
         assert decimal_to_float(arr).to_pylist() == [None if v is None else float(v) for v in vals[5:]]
+
+
+def test_bounded_min_keeps_ties_at_the_minimum():
+    """More rows tie at the minimum than the bound: the minimum must stay (distinct values are bounded)."""
+    spec = A.AggSpec((("g", "g"),), (A.AggCall("min", "x", "m"),), NB, bound=1)
+    s = A.new_state(spec)
+    s, out = A.step(spec, s, mk(["g", "x"], [(1, -1), (1, -1), (1, 4)], [0, 0, 1], [1, 1, 1], [pa.int64()] * 2))
+    assert out.rows() == [(1, -1)]
+    s, out = A.step(spec, s, mk(["g", "x"], [(1, -1)], [0], [1], [pa.int64()] * 2))  # a third tie
+    assert out is None  # value and sketch unchanged
+    s, out = A.step(spec, s, mk(["g", "x"], [(1, -1), (1, -1)], [0, 0], [-1, -1], [pa.int64()] * 2))
+    assert out is None  # one copy of -1 is left
+    with pytest.raises(A.RecaptureRequired):  # the last tracked value goes; 4 was dropped
+        A.step(spec, s, mk(["g", "x"], [(1, -1)], [0], [-1], [pa.int64()] * 2))
+
+
+def test_bounded_topk_never_evicts_below_k():
+    spec = T.TopKSpec(((0, False),), 2, ("g", "x"), NB, bound=2)
+    s = T.TopKState()
+    s, out = T.step(spec, s, mk(["g", "x"], [(1, 0), (2, 0), (3, 0)], [0, 0, 0], [1, 5, 1], [pa.int64()] * 2))
+    assert sorted(zip(out.rows(), out.weight.tolist())) == [((1, 0), 1), ((2, 0), 1)]
+    s, out = T.step(spec, s, mk(["g", "x"], [(1, 0)], [0], [-1], [pa.int64()] * 2))
+    assert sorted(zip(out.rows(), out.weight.tolist())) == [((1, 0), -1), ((2, 0), 1)]
