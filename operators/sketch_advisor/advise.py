@@ -30,7 +30,6 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlglot
 from sqlglot import exp
 
 from operators.errors import ConfigError, UnsupportedSqlError
