@@ -18,12 +18,13 @@ Speedup = full time / incremental time; throughput = delta rows / incremental se
   .venv/bin/python bench/imp.py            # SF1, all 12 queries, all sizes (heavy: run alone)
   .venv/bin/python bench/imp.py --quick    # SF0.1, 4 queries, sizes 10/100/1000
 
-Writes bench/results/imp.md (tables) and bench/results/imp.png (speedup vs delta size).
+Writes bench/results/imp.md (tables), imp.json (raw figures) and imp.png (speedup vs delta size).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import datetime as _dt
 import os
 import platform
@@ -196,12 +197,16 @@ def plot(res: dict, path: Path) -> None:
 
     rows = res["rows"]
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=False)
+    names = list(dict.fromkeys(r["query"] for r in rows))
+    colors = plt.cm.tab20(np.linspace(0, 1, 20))
+    markers = "osD^v<>phX*P"
     for ax, key, title in ((axes[0], "speedup_engine", "vs engine recapture (initialize)"), (axes[1], "speedup_duckdb", "vs DuckDB lineage capture")):
-        for q in dict.fromkeys(r["query"] for r in rows):
+        for i, q in enumerate(names):
             sizes = sorted({r["size"] for r in rows if r["query"] == q})
             med = [statistics.median(r[key] for r in rows if r["query"] == q and r["size"] == s) for s in sizes]
             single = next(r["single"] for r in rows if r["query"] == q)
-            ax.plot(sizes, med, marker="o", linestyle="-" if single else "--", label=q.replace("tpch_", "").upper())
+            ax.plot(sizes, med, marker=markers[i % len(markers)], color=colors[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20],
+                    linestyle="-" if single else "--", label=q.replace("tpch_", "").upper())
         ax.axhline(TARGET_SINGLE, color="grey", linewidth=0.8, linestyle=":")
         ax.axhline(TARGET_JOIN, color="grey", linewidth=0.8, linestyle="-.")
         ax.set_xscale("log")
@@ -226,8 +231,13 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed runs per delta (default 3, --quick 1)")
     ap.add_argument("--fragments", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--replot", default=None, metavar="JSON", help="only redraw the plot from a saved results .json")
     ap.add_argument("--out", default=None, help="output path without extension (default bench/results/imp; --quick: bench/out/imp_quick, git-ignored)")
     args = ap.parse_args(argv)
+    if args.replot:
+        res = json.loads(Path(args.replot).read_text())
+        plot(res, Path(args.replot).with_suffix(".png"))
+        return 0
     args.sf = args.sf if args.sf is not None else (0.1 if args.quick else 1.0)
     args.sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([10, 100, 1000] if args.quick else list(SIZES))
     args.queries = args.queries.split(",") if args.queries else (list(QUICK_QUERIES) if args.quick else None)
@@ -236,6 +246,7 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else (REPO / "bench" / "out" / "imp_quick" if args.quick else RESULTS / "imp")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_markdown(res, out.with_suffix(".md"), args)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
     plot(res, out.with_suffix(".png"))
     bad = [r for r in res["rows"] if not r["equal"]]
     log(f"wrote {out.with_suffix('.md')} and {out.with_suffix('.png')}; {len(bad)} step(s) where the sketch differed from recapture")

@@ -81,3 +81,43 @@ def test_empty_delta_changes_nothing(tpch, lineitem_partition):
     d = m.apply({"lineitem": empty})
     assert not any(d.added.values()) and not any(d.removed.values())
     assert {t: list(v) for t, v in m.sketch.items()} == before
+
+
+@pytest.mark.parametrize("name", ["tpch_q03", "tpch_q04", "tpch_q10", "tpch_q12"])
+def test_orders_and_lineitem_updated_in_one_batch(name, tpch, lineitem_partition):
+    """Beyond IMP (one updated table per round): every batch updates orders (o_orderdate and
+    o_orderpriority moved to another order's values, so orders cross the date predicates) and
+    applies a random lineitem mix, both in one ``apply``."""
+    import pyarrow as pa
+
+    from operators.sketch_reference.datasets import with_weight
+
+    sql = Q[name].sql
+    m = SketchMaintainer.from_sql(sql, partitions=lineitem_partition)
+    m.initialize(dict(tpch))
+    tables = dict(tpch)
+    ref = check_state(m, sql, tables, lineitem_partition, f"{name} initial")
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
+    moved = 0
+    for i in range(4):
+        orders = tables["orders"]
+        # half the updated orders belong to the current lineage, so the sketch can lose them
+        frags = fragment_ids(orders.column("o_orderkey"), lineitem_partition["lineitem"].boundaries).to_numpy()
+        inside = np.flatnonzero(np.isin(frags, ref["lineitem"]))
+        pick = np.unique(np.concatenate([rng.choice(orders.num_rows, 40, replace=False), rng.choice(inside, min(40, len(inside)), replace=False)]))
+        old = orders.take(pa.array(pick))
+        donors = orders.take(pa.array(rng.integers(0, orders.num_rows, len(pick))))
+        new = old.set_column(old.schema.get_field_index("o_orderdate"), "o_orderdate", donors.column("o_orderdate"))
+        new = new.set_column(new.schema.get_field_index("o_orderpriority"), "o_orderpriority", donors.column("o_orderpriority"))
+        keep = np.ones(orders.num_rows, dtype=bool)
+        keep[pick] = False
+        orders_after = pa.concat_tables([orders.filter(pa.array(keep)), new])
+        orders_delta = pa.concat_tables([with_weight(old, -1), with_weight(new, 1)])
+        li_delta, li_after = random_delta(tables["lineitem"], 100, "mix", rng, LINEITEM_GROUPS)
+        before = ref
+        tables, ref = step(
+            m, sql, tables, lineitem_partition, {"orders": orders_delta, "lineitem": li_delta}, ref,
+            f"{name} batch {i}", after={"orders": orders_after, "lineitem": li_after},
+        )
+        moved += before != ref
+    assert moved >= 1, f"{name}: order updates never moved the sketch"
