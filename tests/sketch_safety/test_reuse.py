@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from operators.errors import ConfigError
 from operators.sketch import RangePartition
@@ -135,3 +137,51 @@ def test_tuner_without_safe_attribute_and_config():
         SelfTuner(SketchStore(SCHEMA), "lazy")
     with pytest.raises(ConfigError):
         SelfTuner(SketchStore(SCHEMA), "adaptive", t=0)
+
+
+# -- randomized: a reuse verdict never changes the new instance's result ---------------------
+
+REUSE_TEMPLATES = [
+    "SELECT a, count(*) AS n FROM r WHERE b > {} GROUP BY a HAVING count(*) > {}",
+    "SELECT a, sum(c) AS s FROM r WHERE b >= {} AND b < {} GROUP BY a HAVING sum(c) >= {}",
+    "SELECT a, max(c) AS m FROM r WHERE b < {} GROUP BY a HAVING max(c) > {}",
+    "SELECT a, min(c) AS m FROM r WHERE b > {} GROUP BY a HAVING min(c) < {}",
+    "SELECT b, c FROM r WHERE b > {} AND c < {}",
+    "SELECT DISTINCT a FROM r WHERE c >= {}",
+]
+
+
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_reuse_is_sound_on_random_data(data):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    draw = data.draw
+    n = draw(st.integers(1, 14))
+    ints = lambda lo, hi: st.lists(st.integers(lo, hi), min_size=n, max_size=n)  # noqa: E731
+    c_lo = draw(st.sampled_from([0, -4]))
+    r = pa.table({"a": draw(ints(0, 3)), "b": draw(ints(0, 9)), "c": draw(ints(c_lo, 9))})
+    tables = {"r": r}
+    template = draw(st.sampled_from(REUSE_TEMPLATES))
+    k = template.count("{}")
+    q = template.format(*draw(st.lists(st.integers(-2, 10), min_size=k, max_size=k)))
+    q2 = template.format(*draw(st.lists(st.integers(-2, 10), min_size=k, max_size=k)))
+    attr = draw(st.sampled_from(["a", "b", "c"]))
+    bounds = sorted(set(draw(st.lists(st.integers(-4, 10), min_size=2, max_size=6))) | {-4, 11})
+    part = RangePartition(attr, bounds)
+    schema = {"r": ["a", "b", "c"]}
+    from operators.sketch_safety import check_safety, stats_of
+
+    if not check_safety(q, "r", attr, tables=tables).safe:
+        event("attribute not safe for Q")
+        return
+    if not reusable(template_of(q), template_of(q2), schema, stats_of(tables))[0]:
+        event("not reusable")
+        return
+    event("reused: result compared")
+    ids = reference_sketch(q, tables, {"r": part})["r"]
+    frag = pa.array(part.fragment_of(r.column(attr)))
+    sub = r.filter(pc.is_in(frag, pa.array(ids, type=frag.type)))
+    key = lambda t: sorted(map(repr, t.to_pylist()))  # noqa: E731
+    assert key(reference_result(q2, {"r": sub})) == key(reference_result(q2, tables)), (q, q2, attr, bounds, r.to_pylist())
