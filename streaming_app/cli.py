@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", type=float, default=200.0, help="random changes per second (default 200)")
     d.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
     d.set_defaults(fn=cmd_demo)
+
+    from streaming_app.sketch_cli import add_commands
+
+    add_commands(sub, common)
     return p
 
 

@@ -94,6 +94,25 @@ class ViewConfig:
 
 
 @dataclass(frozen=True)
+class SketchConfig:
+    """A registered query whose provenance sketch the job keeps current (issue 4)."""
+
+    name: str
+    sql: str
+    partition: str  # "table.attribute"
+    fragments: int = 16
+    mode: str = "eager"  # eager | lazy
+
+    @property
+    def table(self) -> str:
+        return self.partition.split(".", 1)[0]
+
+    @property
+    def attribute(self) -> str:
+        return self.partition.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     starting_offsets: str = "earliest"
@@ -122,6 +141,7 @@ class JobConfig:
     tables: tuple[TableConfig, ...] = ()
     graphs: tuple[GraphConfig, ...] = ()
     views: tuple[ViewConfig, ...] = ()
+    sketches: tuple[SketchConfig, ...] = ()
     source_file: Path | None = None
 
     @property
@@ -160,6 +180,35 @@ _SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions",
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table"}
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
+_SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
+
+
+def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str) -> SketchConfig:
+    w = f"{where}: [[sketches]] {raw.get('name', '?')!r}"
+    _check_keys(raw, _SKETCH_KEYS, w)
+    for k in ("name", "sql", "partition"):
+        if k not in raw:
+            raise ConfigError(f"{w}: missing key {k!r}")
+    part = str(raw["partition"])
+    frags = raw.get("fragments", 16)
+    if ":" in part:
+        part, _, frags = part.partition(":")
+    if "." not in part:
+        raise ConfigError(f"{w}: partition {part!r} must be TABLE.ATTRIBUTE[:FRAGMENTS]")
+    try:
+        frags = int(frags)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{w}: fragments {frags!r} is not an integer") from None
+    if frags < 1:
+        raise ConfigError(f"{w}: fragments must be >= 1, got {frags}")
+    s = SketchConfig(name=str(raw["name"]), sql=str(raw["sql"]), partition=part, fragments=frags,
+                     mode=str(raw.get("mode", "eager")))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.name):
+        raise ConfigError(f"{w}: name may hold letters, digits, '_', '-', '.' only")
+    if s.mode not in ("eager", "lazy"):
+        raise ConfigError(f"{w}: mode {s.mode!r} is not eager or lazy")
+    _check_columns(w, s.table, [s.attribute], tables)
+    return s
 
 
 def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str) -> GraphConfig:
@@ -244,7 +293,7 @@ def _table(raw: dict, i: int, where: str) -> TableConfig:
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views"}, where)
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches"}, where)
     job = data.get("job", {})
     _check_keys(job, _JOB_KEYS, f"{where}: [job]")
     kafka = data.get("kafka", {})
@@ -282,7 +331,8 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
                               "give each a source_table to tell their records apart")
     graphs = tuple(_graph(g, tables, where) for g in data.get("graphs", []))
     views = tuple(_view(v, tables, where) for v in data.get("views", []))
-    for kind, items in (("graphs", graphs), ("views", views)):
+    sketches = tuple(_sketch(x, tables, where) for x in data.get("sketches", []))
+    for kind, items in (("graphs", graphs), ("views", views), ("sketches", sketches)):
         names = [x.name for x in items]
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}: duplicate {kind} names in {names}")
@@ -300,6 +350,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         tables=tables,
         graphs=graphs,
         views=views,
+        sketches=sketches,
         source_file=source,
     )
 

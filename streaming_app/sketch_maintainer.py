@@ -1,0 +1,589 @@
+"""Streaming provenance-sketch maintenance (issue 4): registered queries kept current by the job.
+
+Tables under the lake root (all Delta):
+
+* ``registered_queries`` - one row per registered query: name, SQL, partitioned table and
+  attribute, fragment count, the equi-depth boundaries (JSON, typed) computed from the mirror,
+  mode (eager | lazy), the mirror version the boundaries were taken at. Written by
+  ``register_query`` (CLI ``ivmstream sketch register`` or a ``[[sketches]]`` config entry);
+  ``drop_query`` deletes. The job checks the table's Delta version every batch (delta-rs,
+  milliseconds) and re-reads it only when it moved: a registration takes effect at the next batch.
+* ``sketch_deltas`` - (query, batch_id, table_name, fragment, change +1/-1, lower, upper):
+  the fragments a batch added to / removed from a sketch. One append per batch (txn).
+* ``sketches`` - the current sketch per query: fragment ids, ranges, bitset, predicate, the
+  batch and mirror version it reflects. Kept by MERGE on the query name (txn on the batch id).
+* ``sketch_state`` - engine snapshots (``SketchMaintainer.snapshot()`` bytes) with the mirror
+  versions they reflect, every ``snapshot_every`` batches; the job restores the newest usable
+  one at start-up and brings it forward from the change feed (else recaptures from the mirror).
+
+The maintainer follows the job contract (streaming_app.job.Maintainer): state at start is
+built for the committed mirror versions (``job.versions``); each batch reads the change data
+feed of every changed mirror from the version a query's state reflects. Joins: the engine
+keeps the other join inputs in memory (its default side store) - fine for the test and
+benchmark sizes, not for tables larger than the driver's memory.
+
+Crash safety of ``sketches``: the row written in batch N is the state after N. After a crash
+the state is rebuilt for the last completed batch's versions and batch N is replayed; if N's
+MERGE had committed, its txn makes the replayed MERGE a no-op and the row is already right.
+The table is therefore never overwritten at start (which would roll it back behind a
+committed txn).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+from operators.errors import ConfigError, IvmError
+
+REGISTERED_DDL = ("name STRING, sql STRING, partition_table STRING, attribute STRING, fragments INT, "
+                  "boundaries STRING, mode STRING, capture_version BIGINT, registered_at TIMESTAMP")
+DELTAS_DDL = ("query STRING, batch_id BIGINT, table_name STRING, fragment INT, change INT, "
+              "lower STRING, upper STRING, mirror_version BIGINT, committed_at TIMESTAMP")
+SKETCHES_DDL = ("query STRING, table_name STRING, attribute STRING, fragments ARRAY<INT>, ranges STRING, "
+                "bitset BINARY, n_fragments INT, predicate STRING, batch_id BIGINT, mirror_version BIGINT, "
+                "mirror_versions MAP<STRING, BIGINT>, updated_at TIMESTAMP")
+STATE_DDL = ("query STRING, batch_id BIGINT, registered_at TIMESTAMP, versions MAP<STRING, BIGINT>, "
+             "state BINARY, taken_at TIMESTAMP")
+
+REGISTERED, DELTAS, SKETCHES, STATE = "registered_queries", "sketch_deltas", "sketches", "sketch_state"
+
+
+# -- boundaries: typed values <-> JSON ---------------------------------------------------------
+
+def bounds_to_json(bounds) -> str:
+    b0 = bounds[0]
+    if isinstance(b0, dt.datetime):
+        return json.dumps({"kind": "timestamp", "values": [b.isoformat() for b in bounds]})
+    if isinstance(b0, dt.date):
+        return json.dumps({"kind": "date", "values": [b.isoformat() for b in bounds]})
+    if isinstance(b0, str):
+        return json.dumps({"kind": "str", "values": list(bounds)})
+    if isinstance(b0, (int, np.integer)) and all(isinstance(b, (int, np.integer)) for b in bounds):
+        return json.dumps({"kind": "int", "values": [int(b) for b in bounds]})
+    return json.dumps({"kind": "float", "values": [float(b) for b in bounds]})
+
+
+def bounds_from_json(text: str) -> list:
+    d = json.loads(text)
+    k, vs = d["kind"], d["values"]
+    if k == "timestamp":
+        return [dt.datetime.fromisoformat(v) for v in vs]
+    if k == "date":
+        return [dt.date.fromisoformat(v) for v in vs]
+    return list(vs)
+
+
+def _fmt(v) -> str | None:
+    if v is None:
+        return None
+    return v.isoformat() if isinstance(v, (dt.date, dt.datetime)) else str(v)
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+@dataclass
+class Registration:
+    name: str
+    sql: str
+    table: str
+    attribute: str
+    fragments: int
+    boundaries: list | None
+    mode: str = "eager"
+    capture_version: int | None = None
+    registered_at: dt.datetime | None = None
+
+    def partition(self):
+        from operators.sketch import RangePartition
+
+        return RangePartition(self.attribute, self.boundaries)
+
+    @classmethod
+    def from_row(cls, r) -> "Registration":
+        return cls(r["name"], r["sql"], r["partition_table"], r["attribute"], int(r["fragments"]),
+                   bounds_from_json(r["boundaries"]) if r["boundaries"] else None, r["mode"] or "eager",
+                   r["capture_version"], r["registered_at"])
+
+
+def ensure_tables(spark, lake: sink.Lake) -> None:
+    for name, ddl in ((REGISTERED, REGISTERED_DDL), (DELTAS, DELTAS_DDL), (SKETCHES, SKETCHES_DDL),
+                      (STATE, STATE_DDL)):
+        sink.ensure_table(spark, lake.output(name), ddl)
+
+
+def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
+    rows = spark.read.format("delta").load(lake.output(REGISTERED)).collect()
+    return {r["name"]: Registration.from_row(r.asDict()) for r in rows}
+
+
+def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int):
+    """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values."""
+    from operators.sketch import RangePartition
+
+    col = sink.read_version(spark, lake.mirror(table), version, [attribute]).column(attribute)
+    if len(col) - col.null_count == 0:
+        return None
+    return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
+
+
+def check_query(cfg, name: str, sql: str, table: str, attribute: str) -> list[str]:
+    """Parse and plan the query against the config's table schemas; the tables it reads."""
+    from operators.sketch import RangePartition, SketchMaintainer
+
+    names = {t.name for t in cfg.tables}
+    if table not in names:
+        raise ConfigError(f"sketch {name!r}: table {table!r} is not declared in [[tables]]")
+    if attribute not in cfg.table(table).column_names:
+        raise ConfigError(f"sketch {name!r}: table {table!r} has no column {attribute!r}")
+    m = SketchMaintainer.from_sql(sql, {table: RangePartition(attribute, [0, 1])})
+    m.prepare({t.name: t.column_names for t in cfg.tables})
+    if table.lower() not in m.tables:
+        raise ConfigError(f"sketch {name!r}: the query does not read the partitioned table {table!r}")
+    return list(m.tables)
+
+
+def _reg_row(reg: Registration) -> pa.Table:
+    return pa.table({
+        "name": [reg.name], "sql": [reg.sql], "partition_table": [reg.table], "attribute": [reg.attribute],
+        "fragments": pa.array([reg.fragments], pa.int32()),
+        "boundaries": pa.array([bounds_to_json(reg.boundaries) if reg.boundaries else None], pa.string()),
+        "mode": [reg.mode], "capture_version": pa.array([reg.capture_version], pa.int64()),
+        "registered_at": pa.array([reg.registered_at], pa.timestamp("us", tz="UTC")),
+    })
+
+
+def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, fragments: int = 16,
+                   mode: str = "eager", *, replace: bool = False, capture: bool = True) -> Registration:
+    """Store the query in ``registered_queries`` with boundaries from the mirror's current
+    version; with ``capture`` also capture the initial sketch and state there (``sketches`` and
+    ``sketch_state`` rows). The running job picks the row up at its next batch."""
+    lake = sink.Lake(cfg.lake_root)
+    for t in cfg.tables:
+        sink.ensure_mirror(spark, lake, t)
+    ensure_tables(spark, lake)
+    if mode not in ("eager", "lazy"):
+        raise ConfigError(f"sketch {name!r}: mode {mode!r} is not eager or lazy")
+    if fragments < 1:
+        raise ConfigError(f"sketch {name!r}: fragments must be >= 1")
+    check_query(cfg, name, sql, table, attribute)
+    existing = read_registry(spark, lake)
+    if name in existing and not replace:
+        raise ConfigError(f"sketch {name!r} is already registered (drop it first)")
+    if name in existing:
+        drop_query(spark, cfg, name)
+    version = sink.latest_version(spark, lake.mirror(table))
+    bounds = compute_boundaries(spark, lake, table, attribute, fragments, version)
+    reg = Registration(name, sql, table, attribute, fragments, bounds, mode, version, sink.utcnow())
+    append_registration(spark, lake, reg)
+    if capture and bounds is not None:
+        q = QueryState(reg)
+        versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
+        q.capture(spark, lake, cfg, versions)
+        write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
+        write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+    return reg
+
+
+def append_registration(spark, lake, reg: Registration) -> None:
+    spark.createDataFrame(_reg_row(reg)).write.format("delta").mode("append").save(lake.output(REGISTERED))
+
+
+def drop_query(spark, cfg, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    lake = sink.Lake(cfg.lake_root)
+    ensure_tables(spark, lake)
+    if name not in read_registry(spark, lake):
+        return False
+    lit = name.replace("'", "''")
+    DeltaTable.forPath(spark, lake.output(REGISTERED)).delete(f"name = '{lit}'")
+    DeltaTable.forPath(spark, lake.output(SKETCHES)).delete(f"query = '{lit}'")
+    DeltaTable.forPath(spark, lake.output(STATE)).delete(f"query = '{lit}'")
+    return True
+
+
+# -- one query's state --------------------------------------------------------------------------------
+
+@dataclass
+class QueryState:
+    reg: Registration
+    engine: object = None
+    versions: dict = field(default_factory=dict)  # table -> mirror version the state reflects
+    tables: list = field(default_factory=list)
+    batch_id: int = -1
+    dirty: bool = False  # sketch changed since the last `sketches` write
+
+    @property
+    def name(self) -> str:
+        return self.reg.name
+
+    def ready(self) -> bool:
+        return self.engine is not None
+
+    def capture(self, spark, lake, cfg, versions: dict) -> bool:
+        """Capture sketch and state from the mirrors at ``versions``. False if the partitioned
+        mirror has no values yet to compute boundaries from (the query stays pending)."""
+        from operators.sketch import SketchMaintainer
+
+        reg = self.reg
+        if reg.boundaries is None:
+            v = versions.get(reg.table, 0)
+            bounds = compute_boundaries(spark, lake, reg.table, reg.attribute, reg.fragments, v)
+            if bounds is None:
+                return False
+            reg.boundaries, reg.capture_version = bounds, v
+            _store_boundaries(spark, lake, reg)
+        self.tables = check_query(cfg, reg.name, reg.sql, reg.table, reg.attribute)
+        self.engine = SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()})
+        data = {t: sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                for t in self.tables}
+        self.engine.initialize(data)
+        self.versions = {t: versions[t] for t in self.tables}
+        self.dirty = True
+        return True
+
+    def restore(self, state: bytes, versions: dict) -> None:
+        from operators.sketch import SketchMaintainer
+
+        self.engine = SketchMaintainer.restore(state)
+        self.tables = list(self.engine.tables)
+        self.versions = {t: int(versions[t]) for t in self.tables}
+
+    def fragments(self) -> list[int]:
+        return list(self.engine.sketch.get(self.reg.table.lower(), []))
+
+    def sketch_row(self, batch_id: int) -> dict:
+        p = self.engine.partitions[self.reg.table.lower()]
+        frags = self.fragments()
+        bits = np.zeros(p.n_fragments + 1, dtype=bool)
+        bits[frags] = True
+        return {
+            "query": self.name, "table_name": self.reg.table, "attribute": self.reg.attribute,
+            "fragments": frags,
+            "ranges": json.dumps([[_fmt(x) for x in p.range_of(i)] for i in frags]),
+            "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
+            "predicate": p.predicate(frags), "batch_id": batch_id,
+            "mirror_version": self.versions.get(self.reg.table.lower(), self.versions.get(self.reg.table)),
+            "mirror_versions": list(self.versions.items()),
+        }
+
+    def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None):
+        """Apply the change feed from the state's versions to ``target``; the SketchDelta
+        (None if nothing changed) and the number of delta rows read."""
+        from operators.sketch import RecaptureRequired
+
+        deltas, rows = {}, 0
+        for t in self.tables:
+            lo, hi = self.versions[t], target.get(t, self.versions[t])
+            if hi <= lo:
+                continue
+            key = (t, lo, hi)
+            if cache is not None and key in cache:
+                d = cache[key]
+            else:
+                d = sink.read_changes(spark, lake.mirror(t), lo, hi, cfg.table(t).column_names)
+                if cache is not None:
+                    cache[key] = d
+            if d is not None and d.num_rows:
+                deltas[t] = d
+                rows += d.num_rows
+        new_versions = {t: max(self.versions[t], target.get(t, self.versions[t])) for t in self.tables}
+        if not deltas:
+            self.versions = new_versions
+            return None, 0
+        before = set(self.fragments())
+        try:
+            sd = self.engine.apply(deltas)
+            self.versions = new_versions
+            added = set(sd.added.get(self.reg.table.lower(), set()))
+            removed = set(sd.removed.get(self.reg.table.lower(), set()))
+        except RecaptureRequired:
+            self.capture(spark, lake, cfg, {**self.versions, **new_versions})
+            after = set(self.fragments())
+            added, removed = after - before, before - after
+        if added or removed:
+            self.dirty = True
+        return (added, removed), rows
+
+
+def _store_boundaries(spark, lake, reg: Registration) -> None:
+    from delta.tables import DeltaTable
+
+    lit = reg.name.replace("'", "''")
+    DeltaTable.forPath(spark, lake.output(REGISTERED)).update(
+        f"name = '{lit}' AND boundaries IS NULL",
+        {"boundaries": f"'{bounds_to_json(reg.boundaries)}'", "capture_version": str(reg.capture_version)})
+
+
+# -- writes ---------------------------------------------------------------------------------------
+
+_SKETCH_SCHEMA = pa.schema([
+    ("query", pa.string()), ("table_name", pa.string()), ("attribute", pa.string()),
+    ("fragments", pa.list_(pa.int32())), ("ranges", pa.string()), ("bitset", pa.binary()),
+    ("n_fragments", pa.int32()), ("predicate", pa.string()), ("batch_id", pa.int64()),
+    ("mirror_version", pa.int64()), ("mirror_versions", pa.map_(pa.string(), pa.int64())),
+    ("updated_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+def write_sketch_rows(spark, lake, queries: list[QueryState], batch_id: int, app_id: str | None) -> None:
+    """MERGE the queries' current sketches into ``sketches`` (on the query name)."""
+    from delta.tables import DeltaTable
+
+    if not queries:
+        return
+    now = sink.utcnow()
+    rows = [{**q.sketch_row(batch_id), "updated_at": now} for q in queries]
+    src = pa.Table.from_pylist(rows, schema=_SKETCH_SCHEMA)
+    cols = {c: f"s.{c}" for c in _SKETCH_SCHEMA.names}
+
+    def run():
+        (DeltaTable.forPath(spark, lake.output(SKETCHES)).alias("t")
+         .merge(spark.createDataFrame(src).alias("s"), "t.query = s.query AND t.table_name = s.table_name")
+         .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
+
+    if app_id is None:
+        run()
+    else:
+        with sink.txn(spark, app_id, batch_id):
+            run()
+    for q in queries:
+        q.dirty = False
+
+
+def delta_rows(q: QueryState, batch_id: int, added, removed) -> list[dict]:
+    p = q.engine.partitions[q.reg.table.lower()]
+    out = []
+    for change, ids in ((1, added), (-1, removed)):
+        for i in sorted(ids):
+            lo, hi = p.range_of(i)
+            out.append({"query": q.name, "batch_id": batch_id, "table_name": q.reg.table, "fragment": int(i),
+                        "change": change, "lower": _fmt(lo), "upper": _fmt(hi),
+                        "mirror_version": q.versions.get(q.reg.table.lower())})
+    return out
+
+
+_DELTA_SCHEMA = pa.schema([
+    ("query", pa.string()), ("batch_id", pa.int64()), ("table_name", pa.string()), ("fragment", pa.int32()),
+    ("change", pa.int32()), ("lower", pa.string()), ("upper", pa.string()), ("mirror_version", pa.int64()),
+    ("committed_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+def write_snapshots(spark, lake, queries: list[QueryState], batch_id: int, app_id: str | None) -> None:
+    if not queries:
+        return
+    now = sink.utcnow()
+    t = pa.table({
+        "query": [q.name for q in queries], "batch_id": pa.array([batch_id] * len(queries), pa.int64()),
+        "registered_at": pa.array([q.reg.registered_at for q in queries], pa.timestamp("us", tz="UTC")),
+        "versions": pa.array([list(q.versions.items()) for q in queries], pa.map_(pa.string(), pa.int64())),
+        "state": pa.array([q.engine.snapshot() for q in queries], pa.binary()),
+        "taken_at": pa.array([now] * len(queries), pa.timestamp("us", tz="UTC")),
+    })
+    if app_id is None:
+        spark.createDataFrame(t).write.format("delta").mode("append").save(lake.output(STATE))
+    else:
+        sink.append(spark, lake.output(STATE), t, app_id, batch_id)
+
+
+def latest_snapshot(spark, lake, reg: Registration, max_versions: dict | None):
+    """Newest snapshot of this registration whose versions are all <= ``max_versions``."""
+    from pyspark.sql import functions as F
+
+    lit = reg.name.replace("'", "''")
+    rows = (spark.read.format("delta").load(lake.output(STATE)).where(f"query = '{lit}'")
+            .orderBy(F.col("taken_at").desc()).collect())
+    for r in rows:  # drop_query deletes a query's snapshots, so these belong to this registration
+        vs = dict(r["versions"] or {})
+        if max_versions is None or all(v <= max_versions.get(t, -1) for t, v in vs.items()):
+            return bytes(r["state"]), vs
+    return None
+
+
+# -- the job's maintainer ------------------------------------------------------------------------------
+
+class SketchStreamMaintainer:
+    """Keeps every eager registered query's sketch current, batch by batch."""
+
+    name = "sketches"
+
+    def __init__(self, cfg, snapshot_every: int = 3):
+        self.cfg = cfg
+        self.snapshot_every = max(1, int(snapshot_every))
+        self.queries: dict[str, QueryState] = {}
+        self.registry_version = -2
+        self.batches_since_snapshot = 0
+        self.recent: dict[int, dict] = {}  # batch id -> metrics, for the progress listener
+
+    # setup: output tables and the config's [[sketches]] entries
+    def setup(self, spark, job) -> None:
+        lake = job.lake
+        if not self.cfg.sketches:
+            return  # tables appear with the first `sketch register`; _refresh looks for them
+        ensure_tables(spark, lake)
+        have = read_registry(spark, lake)
+        for s in self.cfg.sketches:
+            if s.name in have:
+                continue
+            register_query(spark, self.cfg, s.name, s.sql, s.table, s.attribute, s.fragments, s.mode,
+                           capture=False)
+
+    def _state_for(self, spark, job, reg: Registration, versions: dict) -> QueryState | None:
+        q = QueryState(reg)
+        if reg.boundaries is not None:
+            snap = latest_snapshot(spark, job.lake, reg, versions)
+            if snap is not None:
+                q.restore(*snap)
+                q.bring_forward(spark, job.lake, self.cfg, versions)
+                return q
+        return q if q.capture(spark, job.lake, self.cfg, versions) else q
+
+    def _refresh(self, spark, job, versions: dict) -> list[QueryState]:
+        """Pick up registrations and drops; returns newly captured queries."""
+        v = _registry_version(job.lake)
+        if v < 0:
+            return []
+        pending = [q for q in self.queries.values() if not q.ready()]
+        if v == self.registry_version and not pending:
+            return []
+        regs = read_registry(spark, job.lake) if v != self.registry_version else \
+            {n: q.reg for n, q in self.queries.items()}
+        self.registry_version = v
+        for n in list(self.queries):
+            if n not in regs:
+                del self.queries[n]
+        new = []
+        for n, reg in regs.items():
+            if reg.mode != "eager":
+                continue
+            q = self.queries.get(n)
+            if q is not None and q.ready():
+                continue
+            q = self._state_for(spark, job, reg, versions)
+            self.queries[n] = q
+            if q.ready():
+                new.append(q)
+        return new
+
+    def start(self, spark, job) -> None:
+        self.queries, self.registry_version = {}, -2
+        self._refresh(spark, job, dict(job.versions))
+
+    def on_batch(self, spark, job, ctx) -> None:
+        t_all = time.perf_counter()
+        lake = job.lake
+        new = self._refresh(spark, job, dict(ctx.mirror_versions))
+        cache: dict = {}
+        deltas: list[dict] = []
+        metrics: dict = {}
+        for q in self.queries.values():
+            if not q.ready() or q in new or not (set(q.tables) & set(ctx.changed_tables)):
+                continue
+            t = time.perf_counter()
+            res, rows = q.bring_forward(spark, lake, self.cfg, ctx.mirror_versions, cache)
+            q.batch_id = ctx.batch_id
+            q.dirty = True  # the row records the mirror version even when no fragment changed
+            if res is not None:
+                deltas += delta_rows(q, ctx.batch_id, *res)
+            metrics[q.name] = {"delta_rows": rows, "added": len(res[0]) if res else 0,
+                               "removed": len(res[1]) if res else 0,
+                               "ms": round((time.perf_counter() - t) * 1000, 1)}
+        app = f"{ctx.app_id}:{self.name}"
+        if deltas:
+            now = sink.utcnow()
+            sink.append(spark, lake.output(DELTAS),
+                        pa.Table.from_pylist([{**d, "committed_at": now} for d in deltas], schema=_DELTA_SCHEMA),
+                        f"{app}:deltas", ctx.batch_id)
+        _fault("sketch.deltas", ctx.batch_id)
+        dirty = [q for q in self.queries.values() if q.ready() and q.dirty]
+        write_sketch_rows(spark, lake, dirty, ctx.batch_id, f"{app}:sketches")
+        _fault("sketch.merge", ctx.batch_id)
+        self.batches_since_snapshot += 1
+        snap = [q for q in self.queries.values() if q.ready() and (q in new or self.batches_since_snapshot
+                                                                     >= self.snapshot_every)]
+        if snap:
+            write_snapshots(spark, lake, snap, ctx.batch_id, f"{app}:state")
+            if self.batches_since_snapshot >= self.snapshot_every:
+                self.batches_since_snapshot = 0
+        ctx.metrics[self.name] = {
+            "queries": len(self.queries), "captured": [q.name for q in new],
+            "delta_rows_in": sum(m["delta_rows"] for m in metrics.values()),
+            "sketch_changes": len(deltas), "ms": round((time.perf_counter() - t_all) * 1000, 1),
+            "per_query": metrics,
+        }
+        if self.queries:
+            _progress_listener(spark, self)  # only jobs with registered queries get one
+            self.recent[ctx.batch_id] = ctx.metrics[self.name]
+            for b in sorted(self.recent)[:-16]:
+                del self.recent[b]
+
+
+_LISTENERS: dict = {}
+
+
+def _progress_listener(spark, maintainer) -> None:
+    """Print each batch's sketch metrics with the streaming query's progress (one listener per
+    session; it follows the latest maintainer)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    key = id(spark)
+    if key in _LISTENERS:
+        _LISTENERS[key].maintainer = maintainer
+        return
+
+    class _Listener(StreamingQueryListener):
+        def __init__(self):
+            self.maintainer = maintainer
+
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            p = event.progress
+            m = self.maintainer.recent.get(p.batchId)
+            if m:
+                per = ", ".join(f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} {v['ms']:.0f}ms"
+                                for q, v in m["per_query"].items())
+                print(f"[{p.name}] batch {p.batchId} progress: {p.numInputRows} input rows, "
+                      f"{p.processedRowsPerSecond:.0f} rows/s; sketches: {m['delta_rows_in']} delta rows, "
+                      f"{m['sketch_changes']} fragment changes, {m['ms']:.0f} ms ({per})", flush=True)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    listener = _Listener()
+    spark.streams.addListener(listener)
+    _LISTENERS[key] = listener
+
+
+def _fault(step: str, batch_id: int) -> None:
+    """Fault points inside this maintainer (IVMSTREAM_KILL_AT="sketch.deltas:<batch>" etc.)."""
+    from streaming_app.job import _fault as job_fault
+
+    job_fault(step, batch_id)
+
+
+def _registry_version(lake) -> int:
+    """Version of ``registered_queries`` from its log (delta-rs, no Spark job); -1 if absent."""
+    try:
+        import deltalake
+
+        return int(deltalake.DeltaTable(lake.output(REGISTERED)).version())
+    except Exception:  # noqa: BLE001 - not created yet (nothing registered)
+        return -1
+
+
+def bits_to_ids(bitset: bytes, n: int) -> list[int]:
+    bits = np.unpackbits(np.frombuffer(bitset, dtype=np.uint8), bitorder="little")[: n + 1]
+    return [int(i) for i in np.flatnonzero(bits)]

@@ -1,0 +1,196 @@
+"""Using sketches: show, filter, lazy refresh, and running a query over the mirrors with and
+without a sketch's predicate (data skipping), counting the Delta files it has to read.
+
+Files scanned are counted from the Delta log's file statistics (delta-rs add actions): the
+plain query reads every file of each table; with the sketch, a file of the partitioned table
+is read only if its [min, max] of the partition attribute overlaps one of the sketch's merged
+ranges (or it holds NULLs and the sketch has the NULL fragment) - the same file pruning Delta
+does for the pushed-down predicate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+from operators.errors import ConfigError
+from streaming_app import sketch_maintainer as sm
+
+
+# -- reading sketches without Spark (delta-rs) -----------------------------------------------------
+
+def _dl_table(path: str) -> pa.Table | None:
+    try:
+        import deltalake
+
+        return deltalake.DeltaTable(path).to_pyarrow_table()
+    except Exception:  # noqa: BLE001 - table absent
+        return None
+
+
+def registration(lake: sink.Lake, name: str) -> sm.Registration:
+    t = _dl_table(lake.output(sm.REGISTERED))
+    rows = [] if t is None else [r for r in t.to_pylist() if r["name"] == name]
+    if not rows:
+        raise ConfigError(f"no registered sketch named {name!r} in {lake.root}")
+    return sm.Registration.from_row(rows[-1])
+
+
+def sketch_record(lake: sink.Lake, name: str) -> dict:
+    t = _dl_table(lake.output(sm.SKETCHES))
+    rows = [] if t is None else [r for r in t.to_pylist() if r["query"] == name]
+    if not rows:
+        raise ConfigError(f"sketch {name!r} has not been captured yet (no row in 'sketches'; "
+                          "the job captures it at its next batch once the table has rows)")
+    return rows[0]
+
+
+def lazy_refresh(spark, cfg, name: str) -> dict:
+    """Bring a lazy query's sketch up to the mirrors' latest versions (from its newest
+    snapshot and the change feed since, or a capture) and store it; returns the row."""
+    lake = sink.Lake(cfg.lake_root)
+    reg = sm.read_registry(spark, lake).get(name)
+    if reg is None:
+        raise ConfigError(f"no registered sketch named {name!r}")
+    latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
+    q = sm.QueryState(reg)
+    snap = sm.latest_snapshot(spark, lake, reg, None) if reg.boundaries is not None else None
+    if snap is not None:
+        q.restore(*snap)
+        before = dict(q.versions)
+        q.bring_forward(spark, lake, cfg, latest)
+        moved = q.versions != before
+    else:
+        if not q.capture(spark, lake, cfg, latest):
+            raise ConfigError(f"sketch {name!r}: table {reg.table!r} has no rows to partition yet")
+        moved = True
+    if moved:
+        sm.write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
+        sm.write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+    return sketch_record(lake, name)
+
+
+def coverage(lake: sink.Lake, rec: dict, reg: sm.Registration) -> tuple[int, int]:
+    """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
+    import deltalake
+
+    col = deltalake.DeltaTable(lake.mirror(reg.table)).to_pyarrow_table(columns=[reg.attribute]).column(reg.attribute)
+    ids = reg.partition().fragment_of(col)
+    inside = np.isin(ids, np.asarray(rec["fragments"], dtype=np.int64))
+    return int(inside.sum()), len(ids)
+
+
+# -- file statistics -------------------------------------------------------------------------------
+
+def merged_runs(reg: sm.Registration, fragments) -> tuple[list, bool]:
+    """Sketch fragments as merged value ranges [(lo or None, hi or None)], plus 'has NULL'."""
+    p = reg.partition()
+    ids = sorted(int(i) for i in fragments)
+    has_null = p.n_fragments in ids
+    runs: list[list[int]] = []
+    for i in (i for i in ids if i < p.n_fragments):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    out = [(p.boundaries[lo] if lo > 0 else None, p.boundaries[hi + 1] if hi < p.n_fragments - 1 else None)
+           for lo, hi in runs]
+    return out, has_null
+
+
+def _num(v):
+    import decimal
+
+    return float(v) if isinstance(v, decimal.Decimal) else v
+
+
+def file_stats(path: str, attribute: str | None = None, runs=None, has_null: bool = False) -> dict:
+    """Files and bytes of the table, and those a scan restricted to ``runs`` must read."""
+    import deltalake
+
+    acts = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).to_pydict()
+    n = len(acts["path"])
+    sizes = acts["size_bytes"]
+    keep = [True] * n
+    if runs is not None:
+        mins = acts.get(f"min.{attribute}", [None] * n)
+        maxs = acts.get(f"max.{attribute}", [None] * n)
+        nulls = acts.get(f"null_count.{attribute}", [None] * n)
+        for i in range(n):
+            lo_f, hi_f = _num(mins[i]), _num(maxs[i])
+            if lo_f is None or hi_f is None:  # no stats (or all NULL): must read unless provably empty
+                keep[i] = has_null or nulls[i] is None or bool(runs)
+                continue
+            hit = any((lo is None or _num(hi_f) >= _num(lo)) and (hi is None or _num(lo_f) < _num(hi))
+                      for lo, hi in runs)
+            keep[i] = hit or (has_null and (nulls[i] is None or nulls[i] > 0))
+    return {"files_total": n, "bytes_total": int(sum(sizes)), "files": int(sum(keep)),
+            "bytes": int(sum(s for s, k in zip(sizes, keep) if k))}
+
+
+# -- the query with and without the sketch -----------------------------------------------------------
+
+@dataclass
+class QueryRun:
+    rows: list
+    seconds: float
+    files: int
+    bytes: int
+
+
+def _register_views(spark, cfg, predicate: tuple[str, str] | None = None) -> None:
+    lake = sink.Lake(cfg.lake_root)
+    for t in cfg.tables:
+        df = spark.read.format("delta").load(lake.mirror(t.name))
+        if predicate and predicate[0] == t.name:
+            df = df.where(predicate[1])
+        df.createOrReplaceTempView(t.name)
+
+
+def _norm(rows) -> list:
+    import decimal
+
+    def v(x):
+        if isinstance(x, float):
+            return round(x, 6)
+        if isinstance(x, decimal.Decimal):
+            return round(float(x), 6)
+        return x
+
+    return [tuple(v(x) for x in r) for r in rows]
+
+
+def run_query(spark, cfg, sql: str, use_sketch: str | None = None) -> dict:
+    lake = sink.Lake(cfg.lake_root)
+    stats = {t.name: file_stats(lake.mirror(t.name)) for t in cfg.tables}
+    _register_views(spark, cfg)
+    t0 = time.perf_counter()
+    plain = spark.sql(sql).collect()
+    plain_run = QueryRun(_norm(plain), time.perf_counter() - t0, sum(s["files"] for s in stats.values()),
+                         sum(s["bytes"] for s in stats.values()))
+    out = {"plain": plain_run}
+    if use_sketch:
+        reg = sm.read_registry(spark, lake).get(use_sketch)
+        if reg is None:
+            raise ConfigError(f"no registered sketch named {use_sketch!r}")
+        rec = lazy_refresh(spark, cfg, use_sketch) if reg.mode == "lazy" else sketch_record(lake, use_sketch)
+        runs, has_null = merged_runs(reg, rec["fragments"])
+        pstats = dict(stats)
+        pstats[reg.table] = file_stats(lake.mirror(reg.table), reg.attribute, runs, has_null)
+        _register_views(spark, cfg, (reg.table, rec["predicate"]))
+        t0 = time.perf_counter()
+        sk = spark.sql(sql).collect()
+        out["sketch"] = QueryRun(_norm(sk), time.perf_counter() - t0, sum(s["files"] for s in pstats.values()),
+                                 sum(s["bytes"] for s in pstats.values()))
+        out["predicate"] = rec["predicate"]
+        ordered = " order by " in " ".join(sql.lower().split())
+        a, b = out["plain"].rows, out["sketch"].rows
+        out["equal"] = (a == b) if ordered else (sorted(a, key=repr) == sorted(b, key=repr))
+        if ordered and not out["equal"]:  # ties may come out in another order
+            out["equal"] = sorted(a, key=repr) == sorted(b, key=repr)
+        _register_views(spark, cfg)
+    return out
