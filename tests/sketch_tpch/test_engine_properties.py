@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.sketch import RangePartition, SketchMaintainer
@@ -221,21 +221,6 @@ BOUNDED = {
 }
 
 
-def excess_ties(rows, options) -> bool:
-    """True if some group has more rows tied at its min(w) or max(v) than ``minmax_bound``."""
-    if "minmax_bound" not in options:
-        return False
-    bound = options["minmax_bound"]
-    ws_of: dict = {}
-    vs_of: dict = {}
-    for r in rows:
-        g, v, w = (r["g"], r["v"], r["w"]) if isinstance(r, dict) else (r[1], r[2], r[3])
-        ws_of.setdefault(g, []).append(w)
-        if v is not None:
-            vs_of.setdefault(g, []).append(v)
-    return any(ws.count(min(ws)) > bound for ws in ws_of.values()) or any(vs.count(max(vs)) > bound for vs in vs_of.values())
-
-
 @pytest.mark.parametrize("name", sorted(BOUNDED))
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
@@ -245,9 +230,6 @@ def test_bounded_state_is_exact_or_asks_for_recapture(name, data):
     sql, options = QUERIES[name], BOUNDED[name]
     parts = parts_of(sql)
     init, batches = draw_history(data)
-    # known engine bug (see the xfail tests below): ties at a group's minimum that outnumber
-    # the bound make initialize() itself raise RecaptureRequired; keep this property to the rest
-    assume(not excess_ties(init["r"], options))
     tables = tables_of(init)
     m = SketchMaintainer.from_sql(sql, partitions=parts, **options)
     m.initialize(dict(tables))
@@ -261,8 +243,6 @@ def test_bounded_state_is_exact_or_asks_for_recapture(name, data):
 
             for t, d in deltas.items():
                 tables[t] = apply_delta(tables[t], d)
-            if excess_ties(tables["r"].to_pylist(), options):
-                return  # the known bug would make the recapture itself fail
             m = SketchMaintainer.from_sql(sql, partitions=parts, **options)
             m.initialize(dict(tables))
             ref = check_state(m, sql, tables, parts, f"{name} recaptured after batch {i}")
@@ -308,24 +288,20 @@ def test_string_key_joins_both_sides_updated(name, use_bloom, data):
         tables, ref = step(m, sql, tables, parts, deltas, ref, f"{name} bloom={use_bloom} batch {i} {ops}")
 
 
-# -- known engine bugs, kept as strict xfails ------------------------------------------------
-
-BUG_MINMAX_TIES = (
-    "engine bug: bounded MIN/MAX (minmax_bound=m) raises RecaptureRequired when more than m rows "
-    "tie at a group's minimum - in initialize() and on insert-only batches, where nothing was deleted"
-)
+# -- regressions of engine bugs found here ---------------------------------------------------
+# Bounded MIN/MAX (minmax_bound=m) raised RecaptureRequired when more than m rows tied at a
+# group's minimum, in initialize() and on insert-only batches (found 09:05 UTC, fixed in the
+# engine by e04133d, "m best distinct values"); these were strict xfails until then.
 
 
-@pytest.mark.xfail(strict=True, raises=RecaptureRequired, reason=BUG_MINMAX_TIES)
 def test_bounded_min_initialize_with_tied_minimum():
     sql = "select g, min(w) as mn from r group by g having min(w) < 0"
     tables = tables_of({"r": [(1, 0, 0, 0), (2, 0, 0, 0), (3, 0, 0, 0)], "s": []})
     m = SketchMaintainer.from_sql(sql, partitions=parts_of(sql), minmax_bound=2)
-    m.initialize(dict(tables))  # raises today
+    m.initialize(dict(tables))
     check_state(m, sql, tables, parts_of(sql), "bounded min, 3 tied minimums, bound 2")
 
 
-@pytest.mark.xfail(strict=True, raises=RecaptureRequired, reason=BUG_MINMAX_TIES)
 def test_bounded_min_insert_duplicate_of_minimum():
     sql = "select g, min(w) as mn from r group by g having min(w) < 0"
     parts = parts_of(sql)
@@ -333,4 +309,4 @@ def test_bounded_min_insert_duplicate_of_minimum():
     m = SketchMaintainer.from_sql(sql, partitions=parts, minmax_bound=1)
     m.initialize(dict(tables))
     ref = check_state(m, sql, tables, parts, "initial")
-    step(m, sql, tables, parts, as_deltas([("r", 1, (2, 0, 0, -1))]), ref, "insert a second row at the minimum")  # raises today
+    step(m, sql, tables, parts, as_deltas([("r", 1, (2, 0, 0, -1))]), ref, "insert a second row at the minimum")
