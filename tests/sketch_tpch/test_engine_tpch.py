@@ -121,3 +121,29 @@ def test_orders_and_lineitem_updated_in_one_batch(name, tpch, lineitem_partition
         )
         moved += before != ref
     assert moved >= 1, f"{name}: order updates never moved the sketch"
+
+
+@pytest.mark.parametrize("name", ["tpch_q01", "tpch_q03", "tpch_q09", "tpch_q10"])
+def test_lineitem_streamed_in_from_empty(name, tpch, lineitem_partition):
+    """Capture on an empty lineitem, then the whole table arrives in 4 insert batches (and the
+    last batch also deletes a slice of the first): incremental == capture at every step."""
+    import pyarrow as pa
+
+    from operators.sketch_reference.datasets import with_weight
+
+    sql = Q[name].sql
+    li = tpch["lineitem"]
+    tables = dict(tpch, lineitem=li.slice(0, 0))
+    m = SketchMaintainer.from_sql(sql, partitions=lineitem_partition)
+    m.initialize(dict(tables))
+    ref = check_state(m, sql, tables, lineitem_partition, f"{name} empty lineitem")
+    cuts = np.linspace(0, li.num_rows, 5).astype(int)
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        part = li.slice(a, b - a)
+        delta = with_weight(part, 1)
+        after = pa.concat_tables([tables["lineitem"], part])
+        if i == 3:  # drop the first 5000 rows again in the same batch
+            gone = li.slice(0, 5000)
+            delta = pa.concat_tables([delta, with_weight(gone, -1)])
+            after = pa.concat_tables([li.slice(5000, a - 5000), part])
+        tables, ref = step(m, sql, tables, lineitem_partition, {"lineitem": delta}, ref, f"{name} chunk {i}", after={"lineitem": after})
