@@ -237,3 +237,11 @@ def test_topk_identical_rows_ordered_by_their_fragment_ids():
     assert reference_sketch("select g from t order by g limit 1", {"t": t}, parts) == {"t": [0]}
     assert reference_sketch("select g from t order by g desc limit 2", {"t": t}, parts) == {"t": [0]}
     assert reference_sketch("select g from t order by g limit 2", {"t": t}, parts) == {"t": [0, 2]}
+
+
+def test_left_join_lineage_keeps_unmatched_left_rows_only_their_own():
+    parts = {"r": FR["r"], "s": part("x", [0, 150, 300])}
+    # every r row survives the LEFT JOIN; only s rows with g in (a, b) are matched (x 100, 200, 201)
+    assert sk("select r.id, s.x from r left join s on r.g = s.g", parts=parts) == {"r": [0, 1, 2, 3], "s": [0, 1]}
+    # unmatched rows only: their s side is NULL and contributes nothing
+    assert sk("select r.id from r left join s on r.g = s.g where s.x is null", parts=parts) == {"r": [1, 2, 3], "s": []}
