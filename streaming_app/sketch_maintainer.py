@@ -219,6 +219,7 @@ class QueryState:
     tables: list = field(default_factory=list)
     batch_id: int = -1
     dirty: bool = False  # sketch changed since the last `sketches` write
+    last_apply_ms: float = 0.0  # engine time of the last bring_forward (no I/O)
 
     @property
     def name(self) -> str:
@@ -299,8 +300,10 @@ class QueryState:
             self.versions = new_versions
             return None, 0
         before = set(self.fragments())
+        t_apply = time.perf_counter()
         try:
             sd = self.engine.apply(deltas)
+            self.last_apply_ms = (time.perf_counter() - t_apply) * 1000
             self.versions = new_versions
             added = set(sd.added.get(self.reg.table.lower(), set()))
             removed = set(sd.removed.get(self.reg.table.lower(), set()))
@@ -488,12 +491,14 @@ class SketchStreamMaintainer:
             if not q.ready() or q in new or not (set(q.tables) & set(ctx.changed_tables)):
                 continue
             t = time.perf_counter()
+            q.last_apply_ms = 0.0
             res, rows = q.bring_forward(spark, lake, self.cfg, ctx.mirror_versions, cache)
             q.batch_id = ctx.batch_id
             q.dirty = True  # the row records the mirror version even when no fragment changed
             if res is not None:
                 deltas += delta_rows(q, ctx.batch_id, *res)
-            metrics[q.name] = {"delta_rows": rows, "added": len(res[0]) if res else 0,
+            metrics[q.name] = {"delta_rows": rows, "apply_ms": round(q.last_apply_ms if res is not None else 0.0, 2),
+                               "added": len(res[0]) if res else 0,
                                "removed": len(res[1]) if res else 0,
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
         app = f"{ctx.app_id}:{self.name}"
