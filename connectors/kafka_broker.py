@@ -226,9 +226,14 @@ def _reap(pid: int) -> None:
 
 
 def _cluster_id() -> str:
+    """A random KRaft cluster id (url-safe base64 of a UUID). One that starts with '-' would be
+    read as an option by the storage tool, so draw again (as Kafka's own Uuid does)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _tail(path: Path, n: int = 30) -> str:
