@@ -1,7 +1,5 @@
 """`python -m streaming_app` is the `ivmstream` command."""
 
-import sys
+from streaming_app.cli import run
 
-from streaming_app.cli import main
-
-sys.exit(main())
+run()

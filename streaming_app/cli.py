@@ -206,5 +206,29 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """Process entry point (console script and ``python -m streaming_app``).
+
+    After the command has finished and printed, leave with ``os._exit``: native libraries
+    (delta-rs, duckdb, z3) can abort while their threads are torn down at interpreter exit
+    ("terminate called without an active exception"), turning a successful command into a
+    SIGABRT. Spark, if it was started, is stopped first so its JVM goes too.
+    """
+    import os
+
+    rc = main()
+    if "pyspark" in sys.modules:
+        try:
+            from pyspark import SparkContext
+
+            if SparkContext._active_spark_context is not None:
+                SparkContext._active_spark_context.stop()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc if isinstance(rc, int) else 0)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
