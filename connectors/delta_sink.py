@@ -172,11 +172,14 @@ _WEIGHT_SQL = ("CASE WHEN _change_type IN ('insert', 'update_postimage') THEN 1 
                "WHEN _change_type IN ('delete', 'update_preimage') THEN -1 END")
 
 
-def read_changes(spark, path: str, after_version: int, to_version: int, columns: list[str] | None = None) -> pa.Table:
+def read_changes(spark, path: str, after_version: int, to_version: int, columns: list[str] | None = None,
+                 where: str | None = None) -> pa.Table:
     """Signed changes of the table between two versions, from its change data feed.
 
     Rows of commits ``after_version + 1 .. to_version``: inserts and update post-images with
     ``__weight`` +1, deletes and update pre-images with -1. Empty when nothing was committed.
+    ``where``: a Spark SQL condition on the table's columns, applied before anything reaches
+    the driver (each pre- and post-image is kept or dropped on its own).
     """
     if to_version <= after_version:
         return None
@@ -185,6 +188,9 @@ def read_changes(spark, path: str, after_version: int, to_version: int, columns:
           .load(path))
     cols = columns or [c for c in df.columns if not c.startswith("_")]
     from pyspark.sql import functions as F
+
+    if where:
+        df = df.where(where)
 
     return df.select(*[F.col(f"`{c}`") for c in cols], F.expr(_WEIGHT_SQL).cast("long").alias(WEIGHT)).toArrow()
 

@@ -113,6 +113,16 @@ class SketchConfig:
 
 
 @dataclass(frozen=True)
+class SketchSettings:
+    """``[sketch]``: how the job maintains registered queries (issue 4)."""
+
+    snapshot_every: int = 3  # batches between engine snapshots into sketch_state
+    # join inputs over a table with at least this many rows at capture stay in the Delta
+    # mirror and are probed with Spark (time travel) instead of held in driver memory
+    spark_join_rows: int = 1_000_000
+
+
+@dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     starting_offsets: str = "earliest"
@@ -142,6 +152,7 @@ class JobConfig:
     graphs: tuple[GraphConfig, ...] = ()
     views: tuple[ViewConfig, ...] = ()
     sketches: tuple[SketchConfig, ...] = ()
+    sketch: SketchSettings = field(default_factory=SketchSettings)
     source_file: Path | None = None
 
     @property
@@ -181,6 +192,7 @@ _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table"}
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
 _SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
+_SKETCH_SETTINGS_KEYS = {"snapshot_every", "spark_join_rows"}
 
 
 def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str) -> SketchConfig:
@@ -293,7 +305,7 @@ def _table(raw: dict, i: int, where: str) -> TableConfig:
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches"}, where)
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch"}, where)
     job = data.get("job", {})
     _check_keys(job, _JOB_KEYS, f"{where}: [job]")
     kafka = data.get("kafka", {})
@@ -316,8 +328,14 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
             extra_conf=tuple((str(k), str(v)) for k, v in spark.get("conf", {}).items()),
         )
         trigger = float(job.get("trigger_interval_s", 2.0))
+        sk = data.get("sketch", {})
+        _check_keys(sk, _SKETCH_SETTINGS_KEYS, f"{where}: [sketch]")
+        skcfg = SketchSettings(snapshot_every=int(sk.get("snapshot_every", SketchSettings.snapshot_every)),
+                               spark_join_rows=int(sk.get("spark_join_rows", SketchSettings.spark_join_rows)))
     except (TypeError, ValueError) as e:
         raise ConfigError(f"{where}: {e}") from e
+    if skcfg.snapshot_every < 1 or skcfg.spark_join_rows < 0:
+        raise ConfigError(f"{where}: [sketch] snapshot_every must be >= 1 and spark_join_rows >= 0")
     if kcfg.max_offsets_per_trigger <= 0 or trigger < 0:
         raise ConfigError(f"{where}: max_offsets_per_trigger must be > 0 and trigger_interval_s >= 0")
     tables = tuple(_table(t, i, where) for i, t in enumerate(data.get("tables", [])))
@@ -351,6 +369,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         graphs=graphs,
         views=views,
         sketches=sketches,
+        sketch=skcfg,
         source_file=source,
     )
 

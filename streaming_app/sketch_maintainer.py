@@ -18,9 +18,12 @@ Tables under the lake root (all Delta):
 
 The maintainer follows the job contract (streaming_app.job.Maintainer): state at start is
 built for the committed mirror versions (``job.versions``); each batch reads the change data
-feed of every changed mirror from the version a query's state reflects. Joins: the engine
-keeps the other join inputs in memory (its default side store) - fine for the test and
-benchmark sizes, not for tables larger than the driver's memory.
+feed of every changed mirror from the version a query's state reflects, once per table and
+batch for all queries, with the queries' selections pushed into the Spark read and only the
+columns they use (streaming_app.sketch_spark.pushdown). Joins: an input that is a plain scan
+of a table with at least ``[sketch] spark_join_rows`` rows at capture stays in its Delta
+mirror and is probed with Spark at the version the state reflects (sketch_spark.DeltaSide);
+other inputs live in the engine's in-memory index.
 
 Crash safety of ``sketches``: the row written in batch N is the state after N. After a crash
 the state is rebuilt for the last completed batch's versions and batch N is replayed; if N's
@@ -41,6 +44,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from operators.errors import ConfigError, IvmError
+from streaming_app import sketch_spark
 
 REGISTERED_DDL = ("name STRING, sql STRING, partition_table STRING, attribute STRING, fragments INT, "
                   "boundaries STRING, mode STRING, capture_version BIGINT, registered_at TIMESTAMP")
@@ -220,6 +224,8 @@ class QueryState:
     batch_id: int = -1
     dirty: bool = False  # sketch changed since the last `sketches` write
     last_apply_ms: float = 0.0  # engine time of the last bring_forward (no I/O)
+    bound: bool = False  # Delta-backed join inputs attached to Spark
+    _pushdown: dict | None = None
 
     @property
     def name(self) -> str:
@@ -242,20 +248,40 @@ class QueryState:
             reg.boundaries, reg.capture_version = bounds, v
             _store_boundaries(spark, lake, reg)
         self.tables = check_query(cfg, reg.name, reg.sql, reg.table, reg.attribute)
-        self.engine = SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()})
         data = {t: sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
                 for t in self.tables}
-        self.engine.initialize(data)
+        large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}
+        self.engine = SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()},
+                                                store_factory=sketch_spark.delta_side_factory(large))
         self.versions = {t: versions[t] for t in self.tables}
+        self.engine.initialize(data)
+        del data
+        self._bind(spark, lake, cfg)
         self.dirty = True
         return True
 
     def restore(self, state: bytes, versions: dict) -> None:
         from operators.sketch import SketchMaintainer
 
-        self.engine = SketchMaintainer.restore(state)
+        self.engine = SketchMaintainer.restore(state, store_factory=sketch_spark.delta_side_factory(set()))
         self.tables = list(self.engine.tables)
         self.versions = {t: int(versions[t]) for t in self.tables}
+        self.bound, self._pushdown = False, None
+
+    def _bind(self, spark, lake, cfg) -> None:
+        types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
+        sketch_spark.bind_sides(self.engine, sketch_spark.Binding(spark, lake, lambda t: self.versions[t], types))
+        self.bound, self._pushdown = True, None
+
+    def pushdown(self, cfg) -> dict:
+        """table -> (Spark condition or None, columns) for this query's change-feed reads."""
+        if self._pushdown is None:
+            types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
+            self._pushdown = sketch_spark.pushdown(self.engine, types)
+        return self._pushdown
+
+    def spark_probes(self) -> int:
+        return sum(s.probes for s, _ in sketch_spark.delta_sides(self.engine)) if self.engine else 0
 
     def fragments(self) -> list[int]:
         return list(self.engine.sketch.get(self.reg.table.lower(), []))
@@ -275,11 +301,17 @@ class QueryState:
             "mirror_versions": list(self.versions.items()),
         }
 
-    def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None):
+    def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None,
+                      reads: dict | None = None):
         """Apply the change feed from the state's versions to ``target``; the SketchDelta
-        (None if nothing changed) and the number of delta rows read."""
+        (None if nothing changed) and the number of delta rows read.  ``reads``: table ->
+        (Spark condition, columns) to read with (several queries' push-downs combined, so
+        that one read in ``cache`` serves them all); default: this query's own."""
         from operators.sketch import RecaptureRequired
 
+        if not self.bound:
+            self._bind(spark, lake, cfg)
+        reads = reads or self.pushdown(cfg)
         deltas, rows = {}, 0
         for t in self.tables:
             lo, hi = self.versions[t], target.get(t, self.versions[t])
@@ -289,7 +321,8 @@ class QueryState:
             if cache is not None and key in cache:
                 d = cache[key]
             else:
-                d = sink.read_changes(spark, lake.mirror(t), lo, hi, cfg.table(t).column_names)
+                where, cols = reads.get(t, (None, cfg.table(t).column_names))
+                d = sink.read_changes(spark, lake.mirror(t), lo, hi, cols, where=where)
                 if cache is not None:
                     cache[key] = d
             if d is not None and d.num_rows:
@@ -418,9 +451,9 @@ class SketchStreamMaintainer:
 
     name = "sketches"
 
-    def __init__(self, cfg, snapshot_every: int = 3):
+    def __init__(self, cfg, snapshot_every: int | None = None):
         self.cfg = cfg
-        self.snapshot_every = max(1, int(snapshot_every))
+        self.snapshot_every = max(1, int(snapshot_every or cfg.sketch.snapshot_every))
         self.queries: dict[str, QueryState] = {}
         self.registry_version = -2
         self.batches_since_snapshot = 0
@@ -476,6 +509,14 @@ class SketchStreamMaintainer:
                 new.append(q)
         return new
 
+    def _reads(self, queries: list) -> dict:
+        """table -> (condition, columns) covering every given query's needs on the table."""
+        per: dict = {}
+        for q in queries:
+            for t, item in q.pushdown(self.cfg).items():
+                per.setdefault(t, []).append(item)
+        return {t: sketch_spark.union_pushdown(items) for t, items in per.items()}
+
     def start(self, spark, job) -> None:
         self.queries, self.registry_version = {}, -2
         self._refresh(spark, job, dict(job.versions))
@@ -487,12 +528,14 @@ class SketchStreamMaintainer:
         cache: dict = {}
         deltas: list[dict] = []
         metrics: dict = {}
-        for q in self.queries.values():
-            if not q.ready() or q in new or not (set(q.tables) & set(ctx.changed_tables)):
-                continue
+        todo = [q for q in self.queries.values()
+                if q.ready() and q not in new and set(q.tables) & set(ctx.changed_tables)]
+        reads = self._reads(todo)
+        for q in todo:
             t = time.perf_counter()
             q.last_apply_ms = 0.0
-            res, rows = q.bring_forward(spark, lake, self.cfg, ctx.mirror_versions, cache)
+            probes = q.spark_probes()
+            res, rows = q.bring_forward(spark, lake, self.cfg, ctx.mirror_versions, cache, reads)
             q.batch_id = ctx.batch_id
             q.dirty = True  # the row records the mirror version even when no fragment changed
             if res is not None:
@@ -500,6 +543,7 @@ class SketchStreamMaintainer:
             metrics[q.name] = {"delta_rows": rows, "apply_ms": round(q.last_apply_ms if res is not None else 0.0, 2),
                                "added": len(res[0]) if res else 0,
                                "removed": len(res[1]) if res else 0,
+                               "spark_probes": q.spark_probes() - probes,
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
         app = f"{ctx.app_id}:{self.name}"
         if deltas:

@@ -49,10 +49,15 @@ class JoinState:
     encoding: str = ENCODING
 
 
-def new_state(spec: JoinSpec, store_factory=None, tables=((), ())) -> JoinState:
+def new_state(spec: JoinSpec, store_factory=None, tables=((), ()), nodes=(None, None), ctx=None) -> JoinState:
     """Empty state; ``store_factory(nbits, key_ids, side, tables) -> SideStore`` picks the
-    storage of each input (default: ``MemoryIndex``), e.g. a Delta-backed store later."""
+    storage of each input (default: ``MemoryIndex``).  A factory with ``takes_node = True``
+    also gets the input's plan node and the planning context (``node=``, ``ctx=``), as the
+    Delta-backed store of streaming_app.sketch_spark needs."""
     make = store_factory or (lambda nbits, keys, side, tabs: MemoryIndex(nbits, keys))
+    if getattr(make, "takes_node", False):
+        return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0], node=nodes[0], ctx=ctx),
+                         make(spec.nbits, spec.right_keys, "right", tables[1], node=nodes[1], ctx=ctx))
     return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0]),
                      make(spec.nbits, spec.right_keys, "right", tables[1]))
 
@@ -92,6 +97,7 @@ def _pairs(spec: JoinSpec, left: Delta, li, right: Delta, ri) -> Delta | None:
 
 
 def _probe(spec, d: Delta, h, store: SideStore, bloom, state, d_is_left: bool):
+    """One cross term: the delta rows probe the other side's stored state."""
     if bloom is not None:
         keep = bloom.might_contain(h)
         if not keep.all():
@@ -100,7 +106,11 @@ def _probe(spec, d: Delta, h, store: SideStore, bloom, state, d_is_left: bool):
             if len(sel) == 0:
                 return None
             d, h = d.take(sel), h[sel]
-    pi, rows = store.probe(h)
+    if getattr(store, "wants_keys", False):  # a store that looks rows up by key value
+        keys = spec.left_keys if d_is_left else spec.right_keys
+        pi, rows = store.probe(h, keys=d.table.select(list(keys)))
+    else:
+        pi, rows = store.probe(h)
     if rows is None:
         return None
     if d_is_left:

@@ -118,7 +118,7 @@ class JoinNode(Node):
         self.spec = join.JoinSpec(tuple(self.lkeys), tuple(self.rkeys), tuple(l.out), tuple(r.out),
                                   ctx.space.nbits, ctx.use_bloom)
         self.state = join.new_state(self.spec, ctx.store_factory,
-                                    (tuple(sorted(l.tables())), tuple(sorted(r.tables()))))
+                                    (tuple(sorted(l.tables())), tuple(sorted(r.tables()))), (l, r), ctx)
 
     def run(self, ctx, raw, learn):
         dl = self.children[0].run(ctx, raw, learn)

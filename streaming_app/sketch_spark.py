@@ -1,0 +1,430 @@
+"""Spark-side help for the streaming sketch maintainer: selection push-down into change-feed
+reads, and join inputs that stay in their Delta mirror instead of driver memory.
+
+Push-down.  The engine's planner pushes each query's WHERE conjuncts down to its table scans
+(``ScanNode.pushed``).  ``pushdown(engine)`` turns them into one Spark SQL condition per table
+that is *never stricter* than the engine's: a conjunct is translated only when Spark's
+meaning is the same (column compared with a literal of a matching kind, IN lists, IS NULL,
+LIKE, AND/OR/NOT of such) or weaker (``<`` on a DECIMAL/DOUBLE column becomes ``<=``, because
+the engine compares such columns as float64); anything else is left out, which only lets more
+rows through.  Several scans of one table are OR-ed (a scan without a condition means no
+filter).  The engine applies its own selection again to whatever arrives, so a push-down can
+only save work, never change a sketch.  Which columns each table needs is returned as well.
+
+Delta-backed join inputs.  ``DeltaSide`` is a ``SideStore`` (operators.sketch.joinstore) for a
+join input that is a plain scan of one mirror (under selections and column projections).  It
+keeps no rows: a probe reads the mirror *at the version the sketch state reflects* (Delta time
+travel), restricted to the probing keys (``IN`` list, or a broadcast semi-join for many keys)
+and to the pushed-down selection, runs the scan's operators over what came back and matches
+key hashes.  That is exactly the old state the delta rule ΔL ⋈ R + L ⋈ ΔR + ΔL ⋈ ΔR needs.
+It keeps the net weight per key hash (a few bytes per distinct key) so the join's counting
+bloom filter can be rebuilt; a batch whose delta keys the bloom filter rejects runs no Spark
+job at all.  The maintainer chooses it for tables with at least ``[sketch] spark_join_rows``
+rows at capture; smaller tables keep the in-memory index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+
+from operators.sketch import plan as P
+from operators.sketch.delta import Delta
+from operators.sketch.expr import Call, Cast, Col, InList, IsNull, Like, Lit, conjuncts
+from operators.sketch.joinstore import SideStore, _expand, key_hash
+
+ENCODING = "join.side.delta.v1"
+_IN_LIST_MAX = 2000  # distinct probe keys up to which the probe is an IN list (file skipping)
+
+_NUMERIC = ("long", "int", "bigint", "integer", "short", "smallint", "byte", "tinyint")
+_FLOATING = ("double", "float", "decimal")
+
+
+# -- push-down ------------------------------------------------------------------------------
+
+def _kind(spark_type: str) -> str:
+    t = spark_type.lower()
+    if t.startswith(_FLOATING):
+        return "float"
+    if t in _NUMERIC:
+        return "int"
+    if t == "date":
+        return "date"
+    if t.startswith("timestamp"):
+        return "timestamp"
+    if t in ("string", "varchar") or t.startswith(("varchar", "char")):
+        return "string"
+    if t in ("boolean", "bool"):
+        return "bool"
+    return "other"
+
+
+def _literal(v, kind: str) -> str | None:
+    """SQL text of a literal compared with a column of ``kind``; None when the pair is not
+    one whose meaning is certain to agree with the engine's."""
+    if v is None:
+        return None
+    if kind == "date":
+        if isinstance(v, dt.datetime):
+            return None
+        if isinstance(v, dt.date):
+            return f"DATE '{v.isoformat()}'"
+        if isinstance(v, str):
+            try:
+                return f"DATE '{dt.date.fromisoformat(v.strip()).isoformat()}'"
+            except ValueError:
+                return None
+        return None
+    if kind == "timestamp":
+        if isinstance(v, dt.datetime):
+            return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+        return None
+    if kind == "string":
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" if isinstance(v, str) else None
+    if kind == "bool":
+        return ("TRUE" if v else "FALSE") if isinstance(v, bool) else None
+    if isinstance(v, bool):
+        return None
+    if kind == "int":
+        return str(int(v)) if isinstance(v, int) else None
+    if kind == "float":
+        if isinstance(v, (int, Decimal)):
+            return str(v)
+        if isinstance(v, float) and math.isfinite(v):
+            return repr(v)
+    return None
+
+
+def _value(e):
+    """A literal's value (DATE '...' arrives as a cast of a string literal)."""
+    if isinstance(e, Lit):
+        return True, e.value
+    if isinstance(e, Cast) and isinstance(e.arg, Lit) and e.to == "date" and isinstance(e.arg.value, str):
+        try:
+            return True, dt.date.fromisoformat(e.arg.value.strip())
+        except ValueError:
+            return False, None
+    return False, None
+
+
+_FLIP = {"lt": "gt", "lte": "gte", "gt": "lt", "gte": "lte", "eq": "eq", "neq": "neq"}
+_OPS = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">=", "eq": "=", "neq": "<>"}
+
+
+def spark_condition(e, names: dict, kinds: dict) -> str | None:
+    """Spark SQL for expression ``e`` over column ids (``names``: id -> column, ``kinds``:
+    column -> kind) that keeps every row ``e`` keeps; None when no such condition is known."""
+    if isinstance(e, Call) and e.op == "and":
+        parts = [p for p in (spark_condition(c, names, kinds) for c in e.args) if p is not None]
+        return " AND ".join(f"({p})" for p in parts) if parts else None
+    if isinstance(e, Call) and e.op == "or":
+        parts = [spark_condition(c, names, kinds) for c in e.args]
+        return None if any(p is None for p in parts) else " OR ".join(f"({p})" for p in parts)
+    if isinstance(e, Call) and e.op == "not":
+        inner = _exact(e.args[0], names, kinds)
+        return None if inner is None else f"NOT ({inner})"
+    return _exact(e, names, kinds, weaken=True)
+
+
+def _exact(e, names, kinds, weaken: bool = False) -> str | None:
+    """A condition equivalent to ``e`` (with ``weaken``: possibly weaker)."""
+    if isinstance(e, Call) and e.op in _OPS and len(e.args) == 2:
+        a, b = e.args
+        op = e.op
+        if not isinstance(a, Col):
+            a, b, op = b, a, _FLIP[op]
+        ok, v = _value(b)
+        if not isinstance(a, Col) or not ok or a.id not in names:
+            return None
+        col = names[a.id]
+        kind = kinds.get(col, "other")
+        lit = _literal(v, kind)
+        if lit is None:
+            return None
+        if kind == "float":  # the engine compares floats; only a weaker form is certain
+            if not weaken or op in ("eq", "neq"):
+                return None
+            op = {"lt": "lte", "gt": "gte"}.get(op, op)
+        return f"`{col}` {_OPS[op]} {lit}"
+    if isinstance(e, IsNull) and isinstance(e.arg, Col) and e.arg.id in names:
+        return f"`{names[e.arg.id]}` IS {'NOT ' if e.negate else ''}NULL"
+    if isinstance(e, InList) and isinstance(e.arg, Col) and e.arg.id in names and e.values:
+        col = names[e.arg.id]
+        kind = kinds.get(col, "other")
+        if kind == "float" or (e.negate and any(v is None for v in e.values)):
+            return None
+        lits = [_literal(v, kind) for v in e.values if v is not None]
+        if any(x is None for x in lits) or not lits:
+            return None
+        return f"`{col}` {'NOT ' if e.negate else ''}IN ({', '.join(lits)})"
+    if isinstance(e, Like) and isinstance(e.arg, Col) and e.arg.id in names and not e.ignore_case:
+        col = names[e.arg.id]
+        if kinds.get(col) != "string":
+            return None
+        return f"`{col}` {'NOT ' if e.negate else ''}LIKE {_literal(e.pattern, 'string')}"
+    return None
+
+
+def pushdown(engine, column_types: dict) -> dict:
+    """table -> (Spark condition or None, sorted column names the query's scans read).
+
+    ``column_types``: table -> {column: spark type} (the config's declared types)."""
+    out: dict = {}
+    for node in engine.query.root.walk():
+        if not isinstance(node, P.ScanNode):
+            continue
+        t = node.table
+        kinds = {c: _kind(ty) for c, ty in column_types.get(t, {}).items()}
+        names = {cid: name for name, cid in node.cols}
+        cond = None
+        if node.pushed is not None:
+            parts = [p for p in (spark_condition(c, names, kinds) for c in conjuncts(node.pushed)) if p]
+            cond = " AND ".join(f"({p})" for p in parts) if parts else None
+        cols = {name for name, _ in node.cols}
+        p = engine.partitions.get(t)
+        if p is not None:
+            cols.add(p.attribute)
+        if t in out:
+            prev, pcols = out[t]
+            cond = None if prev is None or cond is None else f"({prev}) OR ({cond})"
+            cols |= set(pcols)
+        out[t] = (cond, sorted(cols))
+    return out
+
+
+def union_pushdown(items: list) -> tuple:
+    """Combine several queries' (condition, columns) for one table: OR of the conditions
+    (None if any query needs every row), union of the columns."""
+    conds, cols = [], set()
+    for cond, c in items:
+        conds.append(cond)
+        cols |= set(c)
+    if not conds or any(c is None for c in conds):
+        return None, sorted(cols)
+    uniq = list(dict.fromkeys(conds))
+    return (uniq[0] if len(uniq) == 1 else " OR ".join(f"({c})" for c in uniq)), sorted(cols)
+
+
+# -- join inputs in the Delta mirror ---------------------------------------------------------------
+
+def plain_input(node):
+    """(scan, {key id: base column}) when ``node`` is selections/projections of columns over
+    one scan - an input DeltaSide can serve; else None."""
+    cur = node
+    chain = []
+    while True:
+        if isinstance(cur, P.ScanNode):
+            return cur, chain
+        if isinstance(cur, P.FilterNode):
+            chain.append(cur)
+            cur = cur.children[0]
+        elif isinstance(cur, P.ProjectNode):
+            chain.append(cur)
+            cur = cur.children[0]
+        else:
+            return None
+
+
+def base_column(node, cid: str) -> str | None:
+    """The scanned column behind output id ``cid`` of a plain input, or None if computed."""
+    cur = node
+    while True:
+        if isinstance(cur, P.ScanNode):
+            for name, c in cur.cols:
+                if c == cid:
+                    return name
+            return None
+        if isinstance(cur, P.FilterNode):
+            cur = cur.children[0]
+        elif isinstance(cur, P.ProjectNode):
+            e = dict(cur.exprs).get(cid)
+            if not isinstance(e, Col):
+                return None
+            cid, cur = e.id, cur.children[0]
+        else:
+            return None
+
+
+class Binding:
+    """What a DeltaSide needs at run time: Spark, the lake, and the version per table that
+    the sketch state currently reflects (the QueryState's ``versions``)."""
+
+    def __init__(self, spark, lake, versions_of, column_types: dict):
+        self.spark, self.lake, self.versions_of, self.column_types = spark, lake, versions_of, column_types
+
+
+class DeltaSide(SideStore):
+    def __init__(self, nbits: int, key_ids: tuple, table: str):
+        self.nbits, self.key_ids, self.table = nbits, tuple(key_ids), table
+        self.kh = np.zeros(0, np.uint64)  # sorted distinct key hashes
+        self.kw = np.zeros(0, np.int64)  # net weight per hash
+        self.pending: list = []  # (hashes, weights) not yet folded in
+        self.rows_net = 0
+        self.encoding = ENCODING
+        self.node = self.ctx = self.binding = None
+        self.key_cols: list = []
+        self.probes = 0  # Spark probes run (observability)
+        self.rows_fetched = 0
+
+    def __getstate__(self):
+        self._fold()
+        return {"nbits": self.nbits, "key_ids": self.key_ids, "table": self.table, "kh": self.kh,
+                "kw": self.kw, "rows_net": self.rows_net, "encoding": self.encoding}
+
+    def __setstate__(self, st):
+        self.__init__(st["nbits"], st["key_ids"], st["table"])
+        self.kh, self.kw, self.rows_net = st["kh"], st["kw"], st["rows_net"]
+
+    def __len__(self):
+        return self.rows_net
+
+    def bind(self, node, ctx, binding: Binding) -> None:
+        self.node, self.ctx, self.binding = node, ctx, binding
+        self.key_cols = [base_column(node, k) for k in self.key_ids]
+
+    # -- SideStore -----------------------------------------------------------------------------
+    wants_keys = True
+
+    def add(self, d: Delta, hashes: np.ndarray, order=None) -> None:
+        if d is None or len(d) == 0:
+            return
+        self.pending.append((np.asarray(hashes, np.uint64), np.asarray(d.weight, np.int64)))
+        self.rows_net += int(d.weight.sum())
+        if sum(len(h) for h, _ in self.pending) > max(65536, len(self.kh) // 4):
+            self._fold()
+
+    def _fold(self) -> None:
+        if not self.pending:
+            return
+        h = np.concatenate([self.kh] + [p[0] for p in self.pending])
+        w = np.concatenate([self.kw] + [p[1] for p in self.pending])
+        self.pending = []
+        u, inv = np.unique(h, return_inverse=True)
+        s = np.bincount(inv.reshape(-1), weights=w, minlength=len(u)).astype(np.int64)
+        keep = s != 0
+        self.kh, self.kw = u[keep], s[keep]
+
+    def key_weights(self):
+        self._fold()
+        return self.kh.copy(), self.kw.copy()
+
+    def probe(self, hashes: np.ndarray, keys: pa.Table | None = None):
+        if len(hashes) == 0 or (self.rows_net == 0 and not len(self.kh)):
+            return np.zeros(0, np.int64), None  # nothing stored yet (capture): no Spark job
+        if self.binding is None or self.node is None:
+            raise RuntimeError(f"DeltaSide of {self.table!r} probed before bind()")
+        if keys is None or any(c is None for c in self.key_cols):
+            raise RuntimeError(f"DeltaSide of {self.table!r} needs plain key columns and probe keys")
+        rows = self._fetch(keys)
+        if rows is None or len(rows) == 0:
+            return np.zeros(0, np.int64), None
+        rh = key_hash(rows.table, self.key_ids)
+        order = np.argsort(rh)
+        srt = rh[order]
+        lo = np.searchsorted(srt, hashes, "left")
+        hi = np.searchsorted(srt, hashes, "right")
+        p, idx = _expand(lo, hi)
+        if len(p) == 0:
+            return np.zeros(0, np.int64), None
+        return p, rows.take(order[idx])
+
+    # -- the Spark read ------------------------------------------------------------------------
+    def _fetch(self, keys: pa.Table) -> Delta | None:
+        from pyspark.sql import functions as F
+
+        b = self.binding
+        spark = b.spark
+        scan, _ = plain_input(self.node)
+        version = b.versions_of(self.table)
+        cond, cols = pushdown_for_scan(scan, b.column_types.get(self.table, {}), self.ctx)
+        df = spark.read.format("delta").option("versionAsOf", int(version)).load(b.lake.mirror(self.table))
+        distinct = keys.group_by(keys.column_names).aggregate([]) if keys.num_rows else keys
+        kinds = {c: _kind(t) for c, t in b.column_types.get(self.table, {}).items()}
+        if len(self.key_cols) == 1 and distinct.num_rows <= _IN_LIST_MAX:
+            col = self.key_cols[0]
+            vals = [v for v in distinct.column(0).to_pylist() if v is not None]
+            lits = [_key_literal(v, kinds.get(col, "other")) for v in vals]
+            if not lits:
+                return None
+            df = df.where(f"`{col}` IN ({', '.join(lits)})")
+        else:
+            kdf = spark.createDataFrame(distinct.rename_columns([f"__k{i}" for i in range(len(self.key_cols))]))
+            conds = [F.col(f"`{c}`") == F.col(f"__k{i}") for i, c in enumerate(self.key_cols)]
+            cond_all = conds[0]
+            for c in conds[1:]:
+                cond_all = cond_all & c
+            df = df.join(F.broadcast(kdf), cond_all, "left_semi")
+        if cond is not None:
+            df = df.where(cond)
+        raw = df.select(*[F.col(f"`{c}`") for c in cols]).toArrow()
+        self.probes += 1
+        self.rows_fetched += raw.num_rows
+        if raw.num_rows == 0:
+            return None
+        return self.node.run(self.ctx, {self.table: (raw, np.ones(raw.num_rows, np.int64))}, False)
+
+
+def _key_literal(v, kind: str) -> str:
+    if isinstance(v, float) and v.is_integer() and kind in ("int", "float", "other"):
+        v = int(v)  # the engine widens numeric keys to float64; the mirror holds the integers
+    lit = _literal(v, kind)
+    if lit is not None:
+        return lit
+    if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+        return repr(v) if isinstance(v, float) else str(v)
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def pushdown_for_scan(scan, column_types: dict, ctx) -> tuple:
+    kinds = {c: _kind(ty) for c, ty in column_types.items()}
+    names = {cid: name for name, cid in scan.cols}
+    cond = None
+    if scan.pushed is not None:
+        parts = [p for p in (spark_condition(c, names, kinds) for c in conjuncts(scan.pushed)) if p]
+        cond = " AND ".join(f"({p})" for p in parts) if parts else None
+    cols = {name for name, _ in scan.cols}
+    p = ctx.partitions.get(scan.table)
+    if p is not None:
+        cols.add(p.attribute)
+    return cond, sorted(cols)
+
+
+def delta_side_factory(large_tables: set):
+    """A ``store_factory`` for SketchMaintainer: DeltaSide for plain inputs over a table in
+    ``large_tables`` whose join keys are plain columns, the in-memory index otherwise."""
+    from operators.sketch.joinstore import MemoryIndex
+
+    def make(nbits, keys, side, tables, node=None, ctx=None):
+        if node is not None and len(tables) == 1 and tables[0] in large_tables and keys:
+            pi = plain_input(node)
+            if pi is not None and all(base_column(node, k) is not None for k in keys):
+                return DeltaSide(nbits, keys, tables[0])
+        return MemoryIndex(nbits, keys)
+
+    make.takes_node = True
+    return make
+
+
+def delta_sides(engine):
+    """[(DeltaSide, its input node)] of an engine's joins."""
+    out = []
+    for node in engine.query.root.walk():
+        if isinstance(node, P.JoinNode) and node.state is not None:
+            for store, child in ((node.state.left, node.children[0]), (node.state.right, node.children[1])):
+                if isinstance(store, DeltaSide):
+                    out.append((store, child))
+    return out
+
+
+def bind_sides(engine, binding: Binding) -> int:
+    """Attach Spark and the version source to every DeltaSide (after capture or restore)."""
+    sides = delta_sides(engine)
+    for store, child in sides:
+        store.bind(child, engine.ctx, binding)
+    return len(sides)
