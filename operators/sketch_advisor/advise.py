@@ -36,7 +36,6 @@ from operators.errors import ConfigError, UnsupportedSqlError
 from operators.sketch.partition import RangePartition
 from operators.sketch_advisor.estimate import Z95, pass_probability
 from operators.sketch_advisor.sample import bootstrap_means, stratified_sample
-from operators.sketch_safety import safe_attributes
 from operators.sketch_safety.check import parse
 from operators.sketch_safety.logic import conjuncts
 
@@ -241,32 +240,74 @@ def _partition(table: pa.Table, attribute: str, fragments: int, given=None) -> t
     return part, np.bincount(ids, minlength=part.n_fragments + 1)
 
 
-def candidates_for(sql: str, tables: dict, strategy: str = "all", fragments: int = 100,
-                   prefilter: bool = True) -> list[tuple[str, str]]:
-    """Candidate (table, attribute) pairs: safe, read once, enough distinct values."""
+@dataclass
+class Refused:
+    table: str
+    attribute: str
+    reason: str
+
+
+@dataclass
+class Advice:
+    """What ``ivmstream sketch advise`` prints: ranked safe candidates and the refused attributes."""
+
+    candidates: list  # [Candidate], smallest estimate first
+    refused: list  # [Refused]
+    theta: float
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+def screen(sql: str, tables: dict, strategy: str = "all", fragments: int = 100, prefilter: bool = True,
+           stats: dict | None = None, nullable: dict | None = None) -> tuple[list[tuple[str, str]], list[Refused]]:
+    """Candidate (table, attribute) pairs (safe, read once, enough distinct values) and every
+    other attribute of the query's tables with the reason it is not one.
+
+    ``stats``, ``nullable``: min/max statistics and columns that may hold NULL for the safety
+    check (``None``: from ``tables``; ``stats={}`` with every column that may ever hold NULL in
+    ``nullable``: an answer that does not depend on the current data)."""
+    from operators.sketch_safety import check_safety
+
     if strategy not in ("all", "gb"):
         raise ConfigError(f"advisor strategy must be 'all' or 'gb', got {strategy!r}")
     shape = shape_of(sql)
     tables = {t.lower(): v for t, v in tables.items()}
-    safe = safe_attributes(sql, tables=tables)
+    schema = {t: list(v.column_names) for t, v in tables.items()}
+    used = sorted({t.name.lower() for t in shape.select.find_all(exp.Table)})
     gb_cols = {(g.table or None, g.name) for g in shape.group if isinstance(g, exp.Column)}
-    out = []
-    for t, attrs in safe.items():
-        if t not in shape.aliases:
-            continue
-        for a in attrs:
-            if strategy == "gb" and (shape.aliases[t], a) not in gb_cols and (None, a) not in gb_cols:
-                continue
-            col = tables[t].column(a)
-            if prefilter and pc.count_distinct(col).as_py() <= fragments:
-                continue
-            out.append((t, a))
-    return out
+    out, refused = [], []
+    for t in used:
+        if t not in tables:
+            raise ConfigError(f"advisor: unknown table {t!r}")
+        for a in schema[t]:
+            r = check_safety(sql, t, a, schema=schema, stats=stats, tables=tables,
+                             nullable=nullable)
+            if not r.safe:
+                refused.append(Refused(t, a, r.reason))
+            elif t not in shape.aliases:
+                refused.append(Refused(t, a, f"{t} is read more than once: the estimator needs one access"))
+            elif strategy == "gb" and (shape.aliases[t], a) not in gb_cols and (None, a) not in gb_cols:
+                refused.append(Refused(t, a, "not a group-by column (strategy gb)"))
+            elif prefilter and (nd := pc.count_distinct(tables[t].column(a)).as_py()) <= fragments:
+                refused.append(Refused(t, a, f"{nd} distinct values, not more than the {fragments} fragments"))
+            else:
+                out.append((t, a))
+    return out, refused
+
+
+def candidates_for(sql: str, tables: dict, strategy: str = "all", fragments: int = 100,
+                   prefilter: bool = True, stats: dict | None = None,
+                   nullable: dict | None = None) -> list[tuple[str, str]]:
+    """Candidate (table, attribute) pairs: safe, read once, enough distinct values."""
+    return screen(sql, tables, strategy, fragments, prefilter, stats, nullable)[0]
 
 
 def advise(sql: str, tables: dict, *, fragments: int = 100, theta: float = 0.05, seed: int = 0,
            strategy: str = "all", candidates: list | None = None, prefilter: bool = True,
-           partitions: dict | None = None) -> list[Candidate]:
+           partitions: dict | None = None, stats: dict | None = None,
+           nullable: dict | None = None) -> list[Candidate]:
     """Safe candidate attributes with estimated sketch shares, smallest estimate first.
 
     ``candidates``: (table, attribute) pairs to rank instead of ``candidates_for``;
@@ -275,7 +316,7 @@ def advise(sql: str, tables: dict, *, fragments: int = 100, theta: float = 0.05,
     tables = {t.lower(): v for t, v in tables.items()}
     shape = shape_of(sql)
     if candidates is None:
-        candidates = candidates_for(sql, tables, strategy, fragments, prefilter)
+        candidates = candidates_for(sql, tables, strategy, fragments, prefilter, stats, nullable)
     if not candidates:
         return []
     rng = np.random.default_rng(seed)
@@ -308,42 +349,68 @@ def size_from_groups(selected: np.ndarray, gid: np.ndarray, frag: np.ndarray, fr
 
 
 def verify(sql: str, tables: dict, candidates: list[Candidate], *, fragments: int | None = None,
-           partitions: dict | None = None) -> list[Candidate]:
-    """The candidates with ``true`` set: the share the accurate (reference, DuckDB) sketch covers."""
-    from operators.sketch_reference import reference_sketch
-
+           partitions: dict | None = None, how: str = "reference") -> list[Candidate]:
+    """The candidates with ``true`` set: the share the accurate sketch covers, computed by the
+    reference oracle (``how="reference"``, DuckDB) or by a capture with the maintenance engine
+    (``how="capture"``, ``SketchMaintainer.initialize``)."""
     tables = {t.lower(): v for t, v in tables.items()}
     out = []
     for c in candidates:
         given = (partitions or {}).get((c.table, c.attribute))
         part, frag_sizes = _partition(tables[c.table], c.attribute, fragments or c.fragments, given)
-        ids = reference_sketch(sql, tables, {c.table: part})[c.table]
+        if how == "capture":
+            from operators.sketch import SketchMaintainer
+
+            m = SketchMaintainer.from_sql(sql, {c.table: part})
+            m.initialize(tables)
+            ids = np.asarray(sorted(m.sketch.get(c.table, ())), dtype=np.int64)
+        else:
+            from operators.sketch_reference import reference_sketch
+
+            ids = reference_sketch(sql, tables, {c.table: part})[c.table]
         out.append(replace(c, true=float(frag_sizes[ids].sum()) / (tables[c.table].num_rows or 1)))
     return out
 
 
-def advise_for_cli(sql: str, tables: dict, verify: bool = False, *, fragments: int = 100, theta: float = 0.05,
-                   seed: int = 0, strategy: str = "all") -> str:
-    """A printed table of the ranked candidates (``ivmstream sketch advise``)."""
-    cands = advise(sql, tables, fragments=fragments, theta=theta, seed=seed, strategy=strategy)
-    if not cands:
-        return "no safe candidate attribute (a sketch would not be safe for this query)\n"
-    if verify:
-        cands = globals()["verify"](sql, tables, cands)
-    head = f"{'rank':>4}  {'table.attribute':<32} {'estimate':>9} {'95% interval':>17} {'expected':>9}"
-    if verify:
-        head += f" {'true':>8}"
-    lines = [head]
-    for i, c in enumerate(cands, 1):
-        line = (f"{i:>4}  {c.table + '.' + c.attribute:<32} {c.estimate:>8.1%} "
-                f"[{c.ci_low:>6.1%}, {c.ci_high:>6.1%}] {c.expected:>8.1%}")
-        if verify:
-            line += f" {c.true:>7.1%}"
-        lines.append(line)
-    best = cands[0]
-    lines.append(f"chosen: {best.table}.{best.attribute} ({best.fragments} fragments, theta={theta:g})")
-    if verify:
-        opt = min(c.true for c in cands)
-        lines.append("chosen attribute is optimal" if math.isclose(best.true, opt) else
-                     f"optimal true share is {opt:.1%}")
+def advise_report(sql: str, tables: dict, *, verify: bool = False, fragments: int = 100, theta: float = 0.05,
+                  seed: int = 0, strategy: str = "all", stats: dict | None = None, nullable: dict | None = None,
+                  how: str = "reference") -> Advice:
+    """Screen the attributes, rank the safe candidates and, with ``verify``, add true shares."""
+    cands, refused = screen(sql, tables, strategy, fragments, True, stats, nullable)
+    ranked = advise(sql, tables, fragments=fragments, theta=theta, seed=seed, candidates=cands) if cands else []
+    if verify and ranked:
+        ranked = globals()["verify"](sql, tables, ranked, how=how)
+    return Advice(ranked, refused, theta)
+
+
+def format_advice(advice: Advice) -> str:
+    """The printed table of ``ivmstream sketch advise``: candidates, refused attributes, the winner."""
+    cands = advice.candidates
+    verified = bool(cands) and cands[0].true is not None
+    lines = []
+    if cands:
+        head = f"{'rank':>4}  {'table.attribute':<32} {'estimate':>9} {'95% interval':>17} {'expected':>9}"
+        lines.append(head + (f" {'true':>8}" if verified else ""))
+        for i, c in enumerate(cands, 1):
+            line = (f"{i:>4}  {c.table + '.' + c.attribute:<32} {c.estimate:>8.1%} "
+                    f"[{c.ci_low:>6.1%}, {c.ci_high:>6.1%}] {c.expected:>8.1%}")
+            lines.append(line + (f" {c.true:>7.1%}" if verified else ""))
+    for r in advice.refused:
+        lines.append(f"   -  {r.table + '.' + r.attribute:<32} refused: {r.reason}")
+    best = advice.chosen
+    if best is None:
+        lines.append("no safe candidate attribute (a sketch would not be safe for this query)")
+    else:
+        lines.append(f"chosen: {best.table}.{best.attribute} ({best.fragments} fragments, theta={advice.theta:g})")
+        if verified:
+            opt = min(c.true for c in cands)
+            lines.append("chosen attribute is optimal" if math.isclose(best.true, opt) else
+                         f"optimal true share is {opt:.1%}")
     return "\n".join(lines) + "\n"
+
+
+def advise_for_cli(sql: str, tables: dict, verify: bool = False, *, fragments: int = 100, theta: float = 0.05,
+                   seed: int = 0, strategy: str = "all", stats: dict | None = None, how: str = "reference") -> str:
+    """``format_advice(advise_report(...))``: the printed table of ``ivmstream sketch advise``."""
+    return format_advice(advise_report(sql, tables, verify=verify, fragments=fragments, theta=theta, seed=seed,
+                                       strategy=strategy, stats=stats, how=how))

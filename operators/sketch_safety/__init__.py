@@ -27,10 +27,22 @@ as z3 validity questions. Rules (PBDS digest §4; [R] = digest reconstruction):
   up to a unique key (the group-by columns), or ties could be cut differently;
 * UNION [R]: both branches; an output column keeps the relation both branches imply.
 
-Unsupported constructs raise ``UnsupportedSqlError``; NULLs are not modelled (statistics
-bounds are dropped for columns that hold NULLs).
+NULLs (SQL three-valued logic), for the columns ``nullable=`` names (from ``tables``: those
+that hold a NULL): a row or group is kept only if its condition is TRUE. The two-valued proof
+stays sound because (a) AND/OR/NOT, comparisons, IN, BETWEEN and arithmetic are monotone in
+unknowns, (b) a value NULL over the full data is NULL over the sketch instance too (a NULL
+aggregate means no non-NULL input in the whole group), and (c) nothing is assumed of a value
+that may be NULL: no min/max bound for a nullable column, COUNT(x) ≥ 0 (not ≥ 1) for a
+nullable x, and where an aggregate's input may be NULL over the sketch instance only, the
+cases that need every value of a whole group (SUM, AVG, MIN ≤, MAX ≥) are off. Refused with
+the reason: a CASE WHEN whose condition differs between the two sides and may be NULL (CASE
+is not monotone), and an ORDER BY … LIMIT key or tie-break column that may be NULL and is not
+implied equal (engines put NULL first or last differently). A NULL partition value lives in
+its own fragment (``RangePartition``), so GROUP BY on the sketch attribute keeps the NULL
+group whole. Unsupported constructs raise ``UnsupportedSqlError``.
 """
 
-from operators.sketch_safety.check import SafetyResult, check_safety, require_safe, safe_attributes, schema_of, stats_of
+from operators.sketch_safety.check import (SafetyResult, check_safety, nulls_of, require_safe, safe_attributes, schema_of,
+                                          stats_of)
 
-__all__ = ["SafetyResult", "check_safety", "require_safe", "safe_attributes", "schema_of", "stats_of"]
+__all__ = ["SafetyResult", "check_safety", "nulls_of", "require_safe", "safe_attributes", "schema_of", "stats_of"]

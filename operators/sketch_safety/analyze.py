@@ -74,9 +74,12 @@ _REL = {"eq": lambda a, b: b == a, "le": lambda a, b: b <= a, "ge": lambda a, b:
 
 class Analyzer:
     def __init__(self, mode: str, schema: dict, stats: dict | None = None, sketch: tuple | None = None,
-                 params: tuple = ({}, {}), strings=()):
+                 params: tuple = ({}, {}), strings=(), nullable: dict | None = None):
         self.mode = mode
         self.schema = {t.lower(): list(c) for t, c in schema.items()}
+        # columns that may hold NULL, and the z3 variables (names) whose value may be NULL
+        self.nullable = {t.lower(): set(c) for t, c in (nullable or {}).items()}
+        self.null_vars = {"null"}  # CASE without ELSE
         self.stats = {t.lower(): s for t, s in (stats or {}).items()}
         self.sketch = (sketch[0].lower(), sketch[1]) if sketch else None
         self.params = params
@@ -94,6 +97,27 @@ class Analyzer:
 
     def refute(self, msg: str):
         raise Refuted(msg)
+
+    def may_null(self, *terms) -> bool:
+        """Whether any of the terms mentions a variable whose value may be NULL."""
+        return any(str(v) in self.null_vars for t in terms for v in get_vars(to_real(t)))
+
+    def null_guard(self, node, rel: Rel, subst, aliases, where: str) -> None:
+        """CASE is the one construct the encoding evaluates two-valued where SQL is not
+        monotone in unknowns (WHEN NULL takes ELSE): refuse a WHEN whose two sides differ and
+        may be NULL."""
+        if self.mode != "safety":
+            return
+        ante = None
+        for case in node.find_all(exp.Case):
+            for branch in case.args.get("ifs") or []:
+                c0, c1 = (to_bool(t) for t in self.pair(branch.this, rel.cols, subst, aliases))
+                if str(c0) == str(c1) or not self.may_null(c0, c1):
+                    continue
+                ante = rel.both() if ante is None else ante
+                if not valid(ante, c0 == c1):
+                    self.refute(f"{where}: CASE WHEN {branch.this.sql()!r} may be unknown (NULL) over the sketch "
+                                f"instance and not over the full data (three-valued CASE is not modelled)")
 
     def translators(self, scope: list, subst: dict | None = None, aliases: list | None = None):
         """Per side, a translator resolving ``subst`` sub-expressions, then columns in ``scope``,
@@ -151,7 +175,10 @@ class Analyzer:
             z = self.fresh(f"{alias}.{c}")[0]
             v = (z, z)
             rel.cols.append(Col(alias, c, v))
-            lo_hi = self.stats.get(name, {}).get(c)
+            nullable = c in self.nullable.get(name, ())
+            if nullable:
+                self.null_vars.add(str(z))
+            lo_hi = None if nullable else self.stats.get(name, {}).get(c)  # a bound says nothing of NULL
             if lo_hi is not None and None not in lo_hi and (c in used or not self.tree_columns):
                 lo, hi = (Translator(lambda n: None, self.strings).literal(x) for x in lo_hi)
                 rel.expr.append((z3.And(z >= lo, z <= hi), z3.BoolVal(True)))
@@ -181,7 +208,13 @@ class Analyzer:
                    X=a.X + b.X, topk=a.topk or b.topk)
 
     def select_where(self, rel: Rel, cond: exp.Expression, where: str, subst=None, aliases=None) -> None:
-        """σ_θ: in safety mode prove Ψ ∧ conds ∧ conds^𝒫𝒮 ∧ θ^𝒫𝒮 → θ; then add θ to pred."""
+        """σ_θ: in safety mode prove Ψ ∧ conds ∧ conds^𝒫𝒮 ∧ θ^𝒫𝒮 → θ; then add θ to pred.
+
+        Sound with NULLs (a row is kept iff θ is TRUE) because AND/OR/NOT, comparisons and
+        arithmetic are monotone in unknowns (TRUE with a NULL operand stays TRUE whatever value
+        replaces it), an operand NULL over the full data is NULL over the sketch instance too,
+        and no fact is assumed of a value that may be NULL (see ``aggregate``); CASE is guarded."""
+        self.null_guard(cond, rel, subst, aliases, where)
         parts = [self.pair(c, rel.cols, subst, aliases) for c in conjuncts(cond)]
         parts = [(to_bool(a), to_bool(b)) for a, b in parts]
         if self.mode == "safety":
@@ -231,6 +264,7 @@ class Analyzer:
                 out += [Col(None, c.name, c.t) for c in rel.cols if c.qual == e.table]
                 continue
             node = e.this if isinstance(e, exp.Alias) else e
+            self.null_guard(node, rel, subst, None, f"SELECT {e.sql()!r}")
             out.append(Col(None, e.alias_or_name, self.pair(node, rel.cols, subst)))
         names = [c.name for c in out]
         in_scope, rel.cols = rel.cols, out
@@ -287,13 +321,19 @@ class Analyzer:
             if star:
                 a_terms, rel_a = None, "eq"
             else:
+                self.null_guard(arg, rel, None, None, f"aggregate {a.sql()!r}")
                 a_terms = tuple(to_real(t) for t in self.pair(arg, rel.cols))
                 rel_a = relation(ante, *a_terms)
+            # NULL inputs: SUM/AVG/MIN/MAX skip them (NULL if none is left, or over no rows
+            # without GROUP BY), COUNT(x) counts the others (0 if none), COUNT(*) every row
+            a_null = a_terms is not None and self.may_null(*a_terms)
+            if f != "count" and (a_null or group is None):
+                self.null_vars.update((str(b[0]), str(b[1])))
             # facts that hold on both sides: counts are positive, sign of sum/min/max/avg
             for side in (0, 1):
                 facts = []
                 if f == "count":
-                    facts.append(b[side] >= (1 if group is not None else 0))
+                    facts.append(b[side] >= (1 if group is not None and not a_null else 0))
                 elif a_terms is not None:
                     if valid(rel.conds(side), a_terms[side] >= 0):
                         facts.append(b[side] >= 0)
@@ -303,7 +343,10 @@ class Analyzer:
                     new_expr.append((side, z3.And(*facts)))
             nonneg = a_terms is not None and valid(rel.conds(0), a_terms[0] >= 0)
             nonpos = a_terms is not None and valid(rel.conds(0), a_terms[0] <= 0)
-            r = self.agg_relation(f, distinct, whole, subset, rel_a, nonneg, nonpos)
+            # a row whose input is NULL over the sketch instance but not over the full data
+            # drops out of the side-1 aggregate: only relations that survive dropping values hold
+            dropped = self.mode == "safety" and a_null and rel_a != "eq"
+            r = self.agg_relation(f, distinct, whole, subset, rel_a, nonneg, nonpos, dropped)
             if r is not None:
                 rel.psi.append(_REL[r](b[0], b[1]))
         for side, fact in new_expr:
@@ -326,10 +369,16 @@ class Analyzer:
         return one and two, two
 
     @staticmethod
-    def agg_relation(f, distinct, whole, subset, rel_a, nonneg, nonpos) -> str | None:
-        """Relation of b over side 1 to b over side 0 (PBDS §6 four cases, see package doc)."""
+    def agg_relation(f, distinct, whole, subset, rel_a, nonneg, nonpos, dropped: bool = False) -> str | None:
+        """Relation of b over side 1 to b over side 0 (PBDS §6 four cases, see package doc).
+
+        ``dropped``: side-1 inputs may be NULL where side-0 ones are not, so a whole group may
+        still lose values: the cases that need every value (whole-group SUM, AVG, MIN ≤, MAX ≥)
+        are off."""
         if not subset:
             return None
+        if dropped:
+            whole = False
         if whole and rel_a == "eq":
             return "eq"
         if distinct and f != "count":
@@ -378,6 +427,9 @@ class Analyzer:
             if isinstance(node, exp.Literal) and not node.is_string:
                 hit = rel.cols[int(node.this) - 1]
             o0, o1 = (to_real(t) for t in (hit.t if hit is not None else self.pair(node, in_scope, subst, out_alias)))
+            if self.may_null(o0, o1) and not valid(ante, o1 == o0):
+                self.refute(f"ORDER BY {o.sql()!r} … LIMIT: the key may be NULL over the sketch instance and not "
+                            f"over the full data, and engines sort NULL first or last differently")
             ok = valid(ante, o1 <= o0) if o.args.get("desc") else valid(ante, o0 <= o1)
             if not ok:
                 self.refute(f"ORDER BY {o.sql()!r} … LIMIT: a group of the sketch instance could rank higher "
@@ -389,6 +441,9 @@ class Analyzer:
             if key is not None and key <= seen:
                 break
             a0, a1 = (to_real(t) for t in c.t)
+            if self.may_null(a0, a1) and not valid(ante, a1 == a0):
+                self.refute(f"ORDER BY … LIMIT: ties are broken on column {c.name!r}, which may be NULL over the "
+                            f"sketch instance and not over the full data")
             if not valid(ante, a0 <= a1):
                 self.refute(f"ORDER BY … LIMIT: ties are broken on column {c.name!r}, whose value over the "
                             f"sketch instance could be smaller")

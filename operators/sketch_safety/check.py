@@ -62,32 +62,44 @@ def stats_of(tables: dict) -> dict:
     return out
 
 
-def _inputs(schema, stats, tables):
+def nulls_of(tables: dict) -> dict:
+    """table -> the columns that hold a NULL."""
+    return {t.lower(): {c for c in v.column_names if v.column(c).null_count} for t, v in tables.items()}
+
+
+def _inputs(schema, stats, tables, nullable=None):
     if tables is not None:
         schema = schema or schema_of(tables)
         stats = stats if stats is not None else stats_of(tables)
+        nullable = nullable if nullable is not None else nulls_of(tables)
     if schema is None:
         raise SqlError("the safety check needs the table schemas (schema= or tables=)")
-    return schema, stats
+    return schema, stats, nullable or {}
 
 
 def check_safety(sql: str, table: str, attribute: str, *, schema: dict | None = None,
-                 stats: dict | None = None, tables: dict | None = None) -> SafetyResult:
+                 stats: dict | None = None, tables: dict | None = None,
+                 nullable: dict | None = None) -> SafetyResult:
     """Whether every sketch on ``table.attribute`` is provably safe for ``sql`` (PBDS Thm. 2).
 
     ``schema``: table -> column names; ``stats``: table -> column -> (min, max), PBDS's pred(R)
-    (e.g. a non-negative column makes SUM monotone); both are derived from ``tables`` (name ->
-    pyarrow.Table) when given. Sound, not complete: "unsafe" means "not proven safe"."""
-    schema, stats = _inputs(schema, stats, tables)
+    (e.g. a non-negative column makes SUM monotone); ``nullable``: table -> columns that may
+    hold NULL (SQL three-valued logic; without it and without ``tables`` every column is taken
+    to be NOT NULL). All three are derived from ``tables`` (name -> pyarrow.Table) when given.
+    Sound, not complete: "unsafe" means "not proven safe"."""
+    schema, stats, nullable = _inputs(schema, stats, tables, nullable)
     tree = parse(sql)
     if table.lower() not in {t.name.lower() for t in tree.find_all(sqlglot.exp.Table)}:
         return SafetyResult(True, f"{table} is not accessed by the query: its sketch is empty and unused")
-    an = Analyzer("safety", schema, stats, sketch=(table, attribute), strings=string_literals(tree))
+    an = Analyzer("safety", schema, stats, sketch=(table, attribute), strings=string_literals(tree),
+                  nullable=nullable)
     try:
         an.query(tree)
     except Refuted as e:
         return SafetyResult(False, f"{table}.{attribute} is unsafe: {e}")
-    return SafetyResult(True, f"{table}.{attribute} is safe: generalized containment holds (gc)")
+    nulls = " (with NULLs in " + ", ".join(sorted(f"{t}.{c}" for t, cs in nullable.items() for c in cs)) + ")" \
+        if any(nullable.values()) else ""
+    return SafetyResult(True, f"{table}.{attribute} is safe: generalized containment holds (gc){nulls}")
 
 
 def require_safe(sql: str, table: str, attribute: str, **kw) -> SafetyResult:
@@ -99,14 +111,15 @@ def require_safe(sql: str, table: str, attribute: str, **kw) -> SafetyResult:
 
 
 def safe_attributes(sql: str, schema: dict | None = None, *, stats: dict | None = None,
-                    tables: dict | None = None) -> dict[str, list[str]]:
+                    tables: dict | None = None, nullable: dict | None = None) -> dict[str, list[str]]:
     """For each table the query reads, the attributes a sketch may be built on (proven safe)."""
-    schema, stats = _inputs(schema, stats, tables)
+    schema, stats, nullable = _inputs(schema, stats, tables, nullable)
     tree = parse(sql)
     used = sorted({t.name.lower() for t in tree.find_all(sqlglot.exp.Table)})
     out = {}
     for t in used:
         if t not in schema:
             raise SqlError(f"unknown table {t!r}")
-        out[t] = [a for a in schema[t] if check_safety(sql, t, a, schema=schema, stats=stats).safe]
+        out[t] = [a for a in schema[t]
+                  if check_safety(sql, t, a, schema=schema, stats=stats, nullable=nullable).safe]
     return out

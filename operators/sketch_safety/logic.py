@@ -6,7 +6,8 @@ by an order-preserving embedding of every string the query, the bindings and the
 mention (``Strings``); a string outside that set becomes an unconstrained constant. Anything
 the solver cannot model faithfully (division, LIKE, functions, casts to integer) becomes an
 uninterpreted function of its column (and parameter) terms, so equal inputs still give equal
-outputs. NULLs are not modelled: the checks assume the columns they reason about are non-NULL.
+outputs. NULL is not a value here: the safety check keeps track of which variables may be
+NULL and restricts its facts accordingly (``analyze.Analyzer.may_null``, package doc).
 
 Cost: one ``z3.Solver`` per validity question with a 2 s timeout ("unknown" counts as "not
 proven", which keeps every answer sound).

@@ -2,7 +2,9 @@
 
 ``case(pick)`` builds one case from a chooser ``pick(options)`` (hypothesis ``data.draw`` of
 ``sampled_from`` or a seeded ``random.Random.choice``), so the same generator serves the
-property test (shrinking) and the seeded coverage loop.
+property test (shrinking) and the seeded coverage loop. ``case(pick, nulls=True)`` (or the
+chooser's pick when ``nulls`` is None) puts NULLs in about one value in five of some columns,
+the partition attribute included.
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ class Case:
     partition: RangePartition
 
 
-def _table(pick, cols, n_max, nonneg_c):
+def _table(pick, cols, n_max, nonneg_c, nulls=False):
     n = pick(range(1, n_max + 1))
     data = {}
     for c in cols:
-        dom = DOMAIN[c] if c in DOMAIN else range(0, 6)
+        dom = list(DOMAIN[c] if c in DOMAIN else range(0, 6))
         if c == "c" and nonneg_c:
-            dom = range(0, 10)
+            dom = list(range(0, 10))
+        if nulls and pick((True, False)):  # this column holds NULLs (~1 value in 5)
+            dom = dom + [None] * max(1, len(dom) // 4)
         data[c] = [pick(dom) for _ in range(n)]
     return pa.table({c: pa.array(v, type=pa.int64()) for c, v in data.items()})
 
@@ -71,7 +75,16 @@ def _where(pick, prefix=""):
 
 
 def query(pick) -> str:
-    shape = pick(("agg", "agg", "agg", "agg", "join", "join", "nested", "nested", "distinct", "union", "aggjoin", "plain"))
+    shape = pick(("agg", "agg", "agg", "agg", "join", "join", "nested", "nested", "distinct", "union", "aggjoin", "plain",
+                  "count", "case"))
+    if shape == "count":  # COUNT(col) skips NULLs: a partial group can count 0 where the whole one does not
+        col = pick(("b", "c", "d"))
+        return (f"SELECT a, count({col}) AS v FROM r{_where(pick)} GROUP BY a "
+                f"HAVING count({col}) {pick(OPS)} {pick(range(0, 4))}{_topk(pick)}")
+    if shape == "case":  # CASE WHEN over an aggregate that is NULL over a partial group
+        f, agg = _agg(pick)
+        return (f"SELECT a, {agg} AS v FROM r GROUP BY a HAVING CASE WHEN {agg} {pick(OPS)} "
+                f"{pick(range(-2, 12))} THEN 0 ELSE 1 END = {pick((0, 1))}")
     if shape == "agg":
         g = pick(("a", "b", "a, b"))
         f, agg = _agg(pick)
@@ -104,10 +117,12 @@ def query(pick) -> str:
     return f"SELECT {cols} FROM r{_where(pick)}{_topk(pick, cols.split(', ')[0])}"
 
 
-def case(pick) -> Case:
+def case(pick, nulls: bool | None = False) -> Case:
     nonneg = pick((True, False))
-    r = _table(pick, R_COLS, 14, nonneg)
-    s = _table(pick, ("e", "f"), 6, True)
+    if nulls is None:
+        nulls = pick((True, False))
+    r = _table(pick, R_COLS, 14, nonneg, nulls)
+    s = _table(pick, ("e", "f"), 6, True, nulls)
     attr = pick(R_COLS)
     dom = list(DOMAIN[attr])
     n_bounds = pick((3, 5, 8, 12))
