@@ -4,7 +4,8 @@ Incremental rule: each accepted row is one single-tuple update (two for an undir
 one per orientation) through IVM^ε's OnUpdate (see ``engine``): amortised
 O(|D|^max(ε, 1−ε)) time per update, O(1) to read ``count``.
 
-State kept: the ``engine.IvmEpsState`` (partitions, indexes, views, Q, N, counters) and the
+State kept: the ``engine.IvmEpsState`` (partitions, indexes, views, Q, N, counters; the
+undirected mode uses ``symmetric.SymmetricState``, one step per edge) and the
 graph-mode reference counts of ``frontend``; encoded by ``snapshot()`` as
 ``triangles.ivm_eps.v1`` (see ``snapshot``).  Vertex ids are int64 (Python ints checked
 against the int64 range; numpy integer arrays in batches).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from operators.triangles.engine import IvmEpsState
 from operators.triangles.frontend import MODES, RELATIONS, BadEdge, GraphFrontend
 from operators.triangles.reference import static_q
+from operators.triangles.symmetric import SymmetricState
 from operators.triangles import snapshot as _snap
 
 
@@ -39,7 +41,9 @@ class TriangleCounter(GraphFrontend):
         nrel = 3 if mode == "three_relation" else 1
         if mode not in MODES:
             GraphFrontend.__init__(self, mode, None)  # raises ConfigError
-        super().__init__(mode, IvmEpsState(epsilon, nrel, unit=(nrel == 1)))
+        core = SymmetricState(epsilon) if mode == "undirected" else \
+            IvmEpsState(epsilon, nrel, unit=(nrel == 1))
+        super().__init__(mode, core)
 
     @property
     def epsilon(self) -> float:

@@ -16,8 +16,9 @@ State kept (per relation i, partitioned on its first attribute with threshold θ
 ``x in heavy[i]`` so the domain-partition condition holds by construction), ``rev_h[i][y]`` /
 ``rev_l[i][y] = {x: m}`` (reverse index split by the status of x), ``views[i][z][x]`` =
 V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z) (stored by its second key, so the patch for a
-light x touches one small inner dict; the C helper behind ``Counter`` does a +1 patch), the count ``q`` (Q of the paper), ``size`` = |D| (support size)
-and the threshold base ``n`` with ⌊N/4⌋ ≤ |D| < N.
+light x touches one small inner dict; the C helper behind ``Counter`` does a +1 patch), the
+count ``q`` (Q of the paper), ``size`` = |D| (support size) and the threshold base ``n`` with
+⌊N/4⌋ ≤ |D| < N.  The undirected mode uses the symmetric variant in ``symmetric``.
 
 Deletions are negative multiplicities through the same path; an entry whose multiplicity
 reaches 0 is removed from every index and view, so degrees and |D| count the support.
@@ -113,9 +114,7 @@ class IvmEpsState(Rebalancing):
         """OnUpdate for the one-relation (self-join) form: δR = {(x, y) ↦ m}.
 
         Returns s = Σ_c R(y, c)·R(c, x) (pre-update).  ``known`` passes s in when the caller
-        knows it: for the second orientation (y, x) of an undirected edge without self-loops
-        the sum is the same (the column of the just-written (x, y) only adds c = x, which
-        needs the absent R(x, x)), so it is computed once per undirected edge.
+        knows it (the preprocessing adapter and the baselines' undirected fallback).
         """
         rows, heavy, rev_h, rev_l, view = self._c0
         unit = self.unit
@@ -212,32 +211,6 @@ class IvmEpsState(Rebalancing):
             return s
         self._write(0, rows, rev, rx, x, y, m, x_heavy, old)
         return s
-
-    def update_edge(self, u: int, v: int, m: int) -> None:
-        """Both orientations of an undirected edge {u, v} (u ≠ v, unit multiplicities).
-
-        E is symmetric before the first orientation, so the column R(·, u) equals the row
-        R(u, ·) and, for a light v, lines 5 and 6 are one intersection of v's light row
-        (< 3/2·N^ε, the side iterated) with u's row.  For a heavy v lines 3 and 4 are used
-        as usual (the heavy index of u bounds the work).  The sum serves both orientations.
-        """
-        rows, heavy, rev_h, _, view = self._c0
-        rv = rows.get(v)
-        s = 0
-        if rv:
-            if v in heavy:
-                hu = rev_h.get(u)
-                if hu:
-                    s = len(rv.keys() & hu.keys())
-                vu = view.get(u)
-                if vu:
-                    s += vu.get(v, 0)
-            else:
-                ru = rows.get(u)
-                if ru:
-                    s = len(rv.keys() & ru.keys())
-        self.update_self(u, v, m, s)
-        self.update_self(v, u, m, s)
 
     # ---- single-tuple update, three-relation form (Figure 3) ---------------------------
     def update_three(self, i: int, x: int, y: int, m: int) -> None:

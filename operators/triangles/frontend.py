@@ -1,8 +1,9 @@
 """Update API shared by IVM^ε and its baselines: modes, edge semantics, validation, listing.
 
-Incremental rule: every accepted row becomes one or two single-tuple updates of a core
-(``update_self(x, y, m)`` for the graph modes, ``update_three(i, x, y, m)`` for R, S, T),
-applied strictly in batch order, so any split of a stream into batches gives the same state.
+Incremental rule: every accepted row becomes core updates (``update_edge(u, v, m)`` for an
+undirected edge, both orientations at once; ``update_self(x, y, m)`` for a directed edge;
+``update_three(i, x, y, m)`` for R, S, T), applied strictly in batch order, so any split of
+a stream into batches gives the same state.
 
 State kept here (besides the core): ``_extra[key]`` = references beyond the first of a
 graph edge.  Graph modes have *reference-count* semantics: an edge is present while its
@@ -194,6 +195,16 @@ class GraphFrontend:
             elif m < 0:
                 bad.append(BadEdge(idx, u, v, m, None, "delete of an absent edge"))
 
+    def _apply(self, u, v, m) -> None:
+        """The core update(s) of one edge whose presence changes (m = ±1)."""
+        core = self._core
+        if self.mode == "directed":
+            core.update_self(u, v, m)
+        elif hasattr(core, "update_edge"):
+            core.update_edge(u, v, m)
+        else:
+            core.update_self(v, u, m, core.update_self(u, v, m))
+
     def _set_extra(self, u, v, extra_refs: int) -> None:
         key = (u, v) if (self.mode == "directed" or u < v) else (v, u)
         if extra_refs:
@@ -230,13 +241,9 @@ class GraphFrontend:
                     else "delete of an absent edge")
         if present and new == 0:
             self._extra.pop(key, None)
-            s = core.update_self(u, v, -1)
-            if not directed:
-                core.update_self(v, u, -1, s)
+            self._apply(u, v, -1)
         elif not present:
-            s = core.update_self(u, v, 1)
-            if not directed:
-                core.update_self(v, u, 1, s)
+            self._apply(u, v, 1)
         if new:
             self._set_extra(u, v, new - 1)
         return None

@@ -159,21 +159,25 @@ class Rebalancing:
             return
         for i in range(self.nrel):
             rows = self.rows[i]
-            heavy = {x for x, r in rows.items() if len(r) >= hmin}
-            self.heavy[i] = heavy
-            rev_h: dict = {}
-            rev_l: dict = {}
-            for x, r in rows.items():
-                rev = rev_h if x in heavy else rev_l
-                for y, w in r.items():
-                    d = rev.get(y)
-                    if d is None:
-                        d = rev[y] = {}
-                    d[x] = w
-            self.rev_h[i], self.rev_l[i] = rev_h, rev_l
+            self.heavy[i] = {x for x, r in rows.items() if len(r) >= hmin}
+            self.reindex(i)
         for i in range(self.nrel):
             self.views[i] = self.compute_view(i)
         self.bind()
+
+    def reindex(self, i: int) -> None:
+        """Rebuild the reverse indexes of K_i from its rows and heavy set."""
+        heavy = self.heavy[i]
+        rev_h: dict = {}
+        rev_l: dict = {}
+        for x, r in self.rows[i].items():
+            rev = rev_h if x in heavy else rev_l
+            for y, w in r.items():
+                d = rev.get(y)
+                if d is None:
+                    d = rev[y] = {}
+                d[x] = w
+        self.rev_h[i], self.rev_l[i] = rev_h, rev_l
 
     def compute_view(self, i: int) -> dict:
         """V_i(x, z) = Σ_y K_i,h(x, y) · K_j,l(y, z), by the cheaper of the two loop orders."""

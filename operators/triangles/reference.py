@@ -81,6 +81,21 @@ def reference_views(core) -> list[dict]:
     return out
 
 
+def reference_symmetric_view(core) -> dict:
+    """Undirected core: V(a, c) = number of light common neighbours b of heavy a ≠ c."""
+    rows, heavy = core.rows[0], core.heavy[0]
+    v: dict = {}
+    for b, row in rows.items():
+        if b in heavy:
+            continue
+        hs = [a for a in row if a in heavy]
+        for a in hs:
+            for c in hs:
+                if a != c:
+                    v[(a, c)] = v.get((a, c), 0) + 1
+    return v
+
+
 def _fail(what: str) -> None:
     raise InvariantError(f"triangles/ivm_eps: {what}")
 
@@ -118,6 +133,11 @@ def check_invariants(counter, check_q: bool = True) -> None:
                 _fail(f"relation {i}: light x={x} has degree {deg} ≥ 3/2·N^ε (N={n})")
             for y, m in row.items():
                 (rev_h if x in heavy else rev_l).setdefault(y, {})[x] = m
+        if getattr(core, "symmetric", False):
+            rev_l = {}  # the light column of y is its row minus the heavy index
+            if any(rows.get(y, {}).get(x) != m for x, row in rows.items()
+                   for y, m in row.items()):
+                _fail(f"relation {i}: the undirected edge relation is not symmetric")
         if rev_h != core.rev_h[i] or rev_l != core.rev_l[i]:
             _fail(f"relation {i}: reverse index disagrees with the rows")
         if eps == 0.0 and heavy != rows.keys():
@@ -128,7 +148,9 @@ def check_invariants(counter, check_q: bool = True) -> None:
         _fail(f"|D| counter {core.size} != {size}")
     if not (n // 4 <= size < n):
         _fail(f"size invariant ⌊N/4⌋ ≤ |D| < N broken: N={n}, |D|={size}")
-    for i, want in enumerate(reference_views(core)):
+    wants = [reference_symmetric_view(core)] if getattr(core, "symmetric", False) else \
+        reference_views(core)
+    for i, want in enumerate(wants):
         got = {(x, z): v for z, col in core.views[i].items() for x, v in col.items()}
         if any(not row for row in core.views[i].values()) or got != want:
             diff = set(got.items()) ^ set(want.items())

@@ -92,10 +92,7 @@ def decode(cls, data: bytes):
             if not heavy <= rows.keys():
                 raise ValueError("heavy value without tuples")
             core.heavy[i] = heavy
-            for x, row in rows.items():
-                rev = core.rev_h[i] if x in heavy else core.rev_l[i]
-                for y, m in row.items():
-                    rev.setdefault(y, {})[x] = m
+            core.reindex(i)
         core.size = sum(len(r) for rels in core.rows for r in rels.values())
         if core.size != header["size"]:
             raise ValueError("tuple count differs from |D|")
