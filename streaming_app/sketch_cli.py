@@ -1,8 +1,13 @@
-"""`ivmstream sketch register|drop|show|filter|layout` and `ivmstream query` (issue 4).
+"""`ivmstream sketch register|advise|drop|show|filter|layout` and `ivmstream query` (issues 4, 7).
 
-``add_commands(sub, common)`` is the one call cli.py makes. ``show`` and ``filter`` read the
-Delta tables with delta-rs (no Spark start) unless the query is lazy, which needs Spark to
-bring it forward from the change feed.
+``add_commands(sub, common)`` is the one call cli.py makes. ``show``, ``filter`` and ``advise``
+read the Delta tables with delta-rs (no Spark start) unless the query is lazy, which needs
+Spark to bring it forward from the change feed. ``register`` proves the partition safe
+(``operators.sketch_safety``) before it registers; without ``--partition`` the cost-based
+advisor (``operators.sketch_advisor``) picks the attribute from the mirrors' current rows.
+The safety check used here ignores the mirrors' min/max statistics and takes every column but
+the primary key to be nullable: a registered sketch is maintained under future updates, and a
+fact of today's data (all values >= 0, no NULLs) need not hold after the next batch.
 """
 
 from __future__ import annotations
@@ -36,11 +41,113 @@ def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
     return table, attr, n
 
 
+def query_tables(cfg, sql: str) -> dict:
+    """name (lower case) -> TableConfig of every table ``sql`` reads."""
+    from sqlglot import exp
+
+    from operators.sketch_safety.check import parse
+
+    declared = {t.name.lower(): t for t in cfg.tables}
+    out = {}
+    for name in sorted({t.name.lower() for t in parse(sql).find_all(exp.Table)}):
+        if name not in declared:
+            raise ConfigError(f"the query reads {name!r}, which is not declared in [[tables]]")
+        out[name] = declared[name]
+    return out
+
+
+def mirror_tables(cfg, sql: str) -> dict:
+    """Current rows of the tables ``sql`` reads, from their Delta mirrors (delta-rs, no Spark);
+    a mirror not written yet is an empty table of the declared schema."""
+    import pyarrow as pa
+
+    from connectors import delta_sink as sink
+
+    lake = sink.Lake(cfg.lake_root)
+    out = {}
+    for name, table in query_tables(cfg, sql).items():
+        try:
+            import deltalake
+
+            data = deltalake.DeltaTable(lake.mirror(table.name)).to_pyarrow_table(columns=table.column_names)
+        except Exception:  # noqa: BLE001 - mirror absent: no rows yet
+            data = pa.Table.from_batches([], schema=sink.arrow_schema(table))
+        out[name] = data
+    return out
+
+
+def may_be_null(cfg) -> dict:
+    """table -> columns a CDC record may set to NULL (all but the primary key): the safety
+    check must hold for the mirror after any future batch, not only for today's rows."""
+    return {t.name.lower(): set(t.column_names) - set(t.primary_key) for t in cfg.tables}
+
+
+def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, nullable: dict | None = None):
+    """The advisor's choice for a registration: (Advice, chosen Candidate); ConfigError if none."""
+    from operators.sketch_advisor import advise_report
+
+    if not any(t.num_rows for t in tables.values()):
+        raise ConfigError("the advisor needs rows in the mirrors to estimate sketch sizes; "
+                          "load the tables first or give --partition TABLE.ATTR")
+    advice = advise_report(sql, tables, fragments=fragments, seed=seed, stats={}, nullable=nullable)
+    if advice.chosen is None:
+        why = "; ".join(f"{r.table}.{r.attribute}: {r.reason}" for r in advice.refused) or "no attributes"
+        raise ConfigError(f"no safe partition attribute for this query ({why})")
+    return advice, advice.chosen
+
+
+def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None) -> str:
+    """The safety check for an explicit --partition (``schema``: table -> column names);
+    UnsafeSketchError with the reason if refused."""
+    from operators.errors import UnsafeSketchError, UnsupportedSqlError
+    from operators.sketch_safety import check_safety
+
+    if table.lower() not in schema:
+        raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
+    try:
+        r = check_safety(sql, table, attr, schema=schema, stats={}, nullable=nullable or {})
+    except UnsupportedSqlError as e:  # not proven safe is not safe
+        raise UnsafeSketchError(f"refused --partition {table}.{attr}: the safety check cannot analyse "
+                                f"this query ({e})") from None
+    if not r.safe:
+        raise UnsafeSketchError(f"refused --partition {table}.{attr}: {r.reason}")
+    return r.reason
+
+
+def cmd_advise(args) -> int:
+    from operators.sketch_advisor import advise_report, format_advice
+
+    cfg = _cfg(args)
+    tables = mirror_tables(cfg, args.sql)
+    if not any(t.num_rows for t in tables.values()):
+        raise ConfigError("the mirrors of the query's tables have no rows yet: nothing to estimate from")
+    advice = advise_report(args.sql, tables, verify=args.verify, fragments=args.fragments, theta=args.theta,
+                           seed=args.seed, stats={}, nullable=may_be_null(cfg), how="capture")
+    rows = ", ".join(f"{t} {v.num_rows} rows" for t, v in tables.items())
+    print(f"advise over the mirrors in {cfg.lake_root} ({rows}); {args.fragments} equi-depth fragments; "
+          f"shares of the table a sketch would cover")
+    print(format_advice(advice), end="")
+    return 0
+
+
 def cmd_register(args) -> int:
     from streaming_app.sketch_maintainer import register_query
 
     cfg = _cfg(args)
-    table, attr, n = parse_partition(args.partition, args.fragments)
+    if args.partition:
+        table, attr, n = parse_partition(args.partition, args.fragments)
+        schema = {k: list(t.column_names) for k, t in query_tables(cfg, args.sql).items()}
+        if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong
+            check_partition(args.sql, schema, table, attr, may_be_null(cfg))
+    else:
+        n = args.fragments
+        advice, best = choose_partition(args.sql, mirror_tables(cfg, args.sql), n, nullable=may_be_null(cfg))
+        table, attr = best.table, best.attribute
+        others = ", ".join(f"{c.table}.{c.attribute} {c.estimate:.1%}" for c in advice.candidates[1:4])
+        print(f"advisor chose {table}.{attr}: proven safe, smallest estimated sketch {best.estimate:.1%} of "
+              f"{table} (95% [{best.ci_low:.1%}, {best.ci_high:.1%}]) with {n} fragments"
+              + (f"; next: {others}" if others else "") + f"; {len(advice.refused)} attributes refused")
+        table = next(t.name for t in cfg.tables if t.name.lower() == table)
     spark = _spark(cfg)
     reg = register_query(spark, cfg, args.name, args.sql, table, attr, n, args.mode, replace=args.replace)
     state = "captured" if reg.boundaries else "pending (the table has no rows yet; captured by the job)"
@@ -142,12 +249,23 @@ def add_commands(sub, common) -> None:
     common(r, ui=False)
     r.add_argument("--name", required=True, help="query name")
     r.add_argument("--sql", required=True, help="the SQL query (over the declared tables)")
-    r.add_argument("--partition", required=True, help="TABLE.ATTR[:FRAGMENTS] to range-partition")
+    r.add_argument("--partition", help="TABLE.ATTR[:FRAGMENTS] to range-partition (refused unless proven "
+                                       "safe); without it the cost-based advisor chooses")
     r.add_argument("--fragments", type=int, default=16, help="fragments when --partition gives none (16)")
     r.add_argument("--mode", choices=["eager", "lazy"], default="eager",
                    help="eager: maintained every batch; lazy: when the sketch is asked for")
     r.add_argument("--replace", action="store_true", help="replace a query of the same name")
     r.set_defaults(fn=cmd_register)
+
+    a = ss.add_parser("advise", help="safe partition attributes of a query with estimated sketch sizes "
+                                     "(cost-based advisor over the mirrors)")
+    common(a, ui=False)
+    a.add_argument("--sql", required=True, help="the SQL query (over the declared tables)")
+    a.add_argument("--fragments", type=int, default=16, help="equi-depth fragments per attribute (16)")
+    a.add_argument("--theta", type=float, default=0.05, help="sampling rate (0.05)")
+    a.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    a.add_argument("--verify", action="store_true", help="also capture each candidate's sketch: true sizes")
+    a.set_defaults(fn=cmd_advise)
 
     d = ss.add_parser("drop", help="drop a registered query and its sketch")
     common(d, ui=False)
