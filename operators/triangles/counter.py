@@ -17,6 +17,7 @@ multiplicity.
 
 from __future__ import annotations
 
+from operators.errors import ConfigError
 from operators.triangles.engine import IvmEpsState
 from operators.triangles.frontend import MODES, RELATIONS, BadEdge, GraphFrontend
 from operators.triangles.reference import static_q
@@ -37,12 +38,18 @@ class _BulkCore:
 class TriangleCounter(GraphFrontend):
     """IVM^ε triangle counter; ``epsilon`` ∈ [0, 1] (½ is the O(√N) point)."""
 
-    def __init__(self, epsilon: float = 0.5, mode: str = "undirected"):
+    def __init__(self, epsilon: float = 0.5, mode: str = "undirected",
+                 witnesses: bool = False):
+        """``witnesses=True`` (undirected mode only) keeps the light middles of each view
+        entry, so ``triangles_of_edge`` has constant delay after O(N^max(ε,1−ε)) for
+        every edge; it costs O(|D|^1.5) space in the worst case instead of linear."""
         nrel = 3 if mode == "three_relation" else 1
         if mode not in MODES:
             GraphFrontend.__init__(self, mode, None)  # raises ConfigError
-        core = SymmetricState(epsilon) if mode == "undirected" else \
-            IvmEpsState(epsilon, nrel, unit=(nrel == 1))
+        if witnesses and mode != "undirected":
+            raise ConfigError(f"triangles: witnesses=True is for undirected mode, not {mode}")
+        core = SymmetricState(epsilon, witnesses=bool(witnesses)) if mode == "undirected" \
+            else IvmEpsState(epsilon, nrel, unit=(nrel == 1))
         super().__init__(mode, core)
 
     @property
@@ -51,13 +58,14 @@ class TriangleCounter(GraphFrontend):
 
     @classmethod
     def from_edges(cls, src, dst, weight=None, relation=None, *, epsilon: float = 0.5,
-                   mode: str = "undirected") -> tuple["TriangleCounter", list[BadEdge]]:
+                   mode: str = "undirected",
+                   witnesses: bool = False) -> tuple["TriangleCounter", list[BadEdge]]:
         """Build from an initial database with the paper's preprocessing (O(|D|^1.5)).
 
         N = 2|D| + 1, strict partitions, Q by a static count, views by a join.  Rows get the
         same semantics and rejections as ``apply_batch``; returns (counter, rejected rows).
         """
-        tc = cls(epsilon=epsilon, mode=mode)
+        tc = cls(epsilon=epsilon, mode=mode, witnesses=witnesses)
         state = tc._core
         tc._core = _BulkCore(state)
         try:
@@ -73,6 +81,7 @@ class TriangleCounter(GraphFrontend):
         return {
             "mode": self.mode,
             "epsilon": c.epsilon,
+            "witnesses": getattr(c, "witnesses", False),
             "N": c.n,
             "D": c.size,
             "theta": float(c.n) ** c.epsilon,

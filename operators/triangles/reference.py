@@ -82,7 +82,10 @@ def reference_views(core) -> list[dict]:
 
 
 def reference_symmetric_view(core) -> dict:
-    """Undirected core: V(a, c) = number of light common neighbours b of heavy a ≠ c."""
+    """Undirected core: V(a, c) = number of light common neighbours b of heavy a ≠ c.
+
+    With ``core.witnesses`` the value is the set {b: 1} of those neighbours.
+    """
     rows, heavy = core.rows[0], core.heavy[0]
     v: dict = {}
     for b, row in rows.items():
@@ -92,7 +95,10 @@ def reference_symmetric_view(core) -> dict:
         for a in hs:
             for c in hs:
                 if a != c:
-                    v[(a, c)] = v.get((a, c), 0) + 1
+                    if core.witnesses:  # the light middles themselves
+                        v.setdefault((a, c), {})[b] = 1
+                    else:
+                        v[(a, c)] = v.get((a, c), 0) + 1
     return v
 
 

@@ -49,6 +49,7 @@ def encode(counter) -> bytes:
                ("extra_refs", _i64([counter._extra[k] for k in keys], "a reference count"))]
     header = {
         "name": NAME, "mode": counter.mode, "epsilon": core.epsilon, "n": core.n,
+        "witnesses": getattr(core, "witnesses", False),
         "q": str(core.q), "size": core.size, "major": core.major, "minor": core.minor,
         "moved": core.moved, "rejected": counter.rejected,
         "arrays": [[name, len(a)] for name, a in arrays],
@@ -80,7 +81,8 @@ def decode(cls, data: bytes):
             pos = end
         if pos != len(data):
             raise ValueError("trailing bytes")
-        counter = cls(epsilon=header["epsilon"], mode=header["mode"])
+        counter = cls(epsilon=header["epsilon"], mode=header["mode"],
+                      witnesses=header.get("witnesses", False))  # absent before the option
         core = counter._core
         for i in range(core.nrel):
             rows = core.rows[i]

@@ -66,8 +66,12 @@ class SymmetricState(IvmEpsState):
 
     symmetric = True
 
-    def __init__(self, epsilon: float):
+    def __init__(self, epsilon: float, witnesses: bool = False):
         super().__init__(epsilon, 1, unit=True)
+        # witnesses=True keeps V(a, c) as the set {b: 1} of its light middles instead of the
+        # number (V(a, c) = its length): the same patches, O(|D|^1.5) space in the worst
+        # case (Theorem 21's bound), and constant-delay listing of a heavy–heavy edge
+        self.witnesses = witnesses
 
     def update_edge(self, u: int, v: int, m: int) -> None:
         """Insert (m = 1) or delete (m = −1) the undirected edge {u, v}, u ≠ v.
@@ -107,6 +111,8 @@ class SymmetricState(IvmEpsState):
         if uh and vh:
             vu = view.get(u)
             s = vu.get(v, 0) if vu else 0  # light common neighbours: V(u, v)
+            if self.witnesses and s:
+                s = len(s)
             hu = hn.get(u)
             if hu:  # heavy common neighbours: scan at most the heavy vertices
                 s += len(hu.keys() & rv.keys())
@@ -114,8 +120,11 @@ class SymmetricState(IvmEpsState):
             s = len(ru.keys() & rv.keys())
         self.q += 6 * m * s
         if uh != vh:  # heavy a, light b: V(a, c) and V(c, a) for heavy c ~ b, c ≠ a
-            a, hb = (u, hn.get(v)) if uh else (v, hn.get(u))
-            if hb:
+            a, b, hb = (u, v, hn.get(v)) if uh else (v, u, hn.get(u))
+            if hb and self.witnesses:
+                for c in hb:
+                    (_w_add if m > 0 else _w_del)(view, a, c, b)
+            elif hb:
                 if m > 0:
                     _row_incr(view, a, hb)
                     for c in hb:
@@ -185,6 +194,9 @@ class SymmetricState(IvmEpsState):
         rows, heavy, hn, view = self.rows[0], self.heavy[0], self.rev_h[0], self.views[0]
         row = rows[x]
         hx = hn.get(x)
+        if self.witnesses:
+            self._move_witnesses(x, row, hx, to_heavy)
+            return
         if to_heavy:
             if hx and len(hx) > 1:  # x stops being a light middle: V(a, c) −= 1, a ≠ c ∈ H(x)
                 for a in hx:
@@ -226,6 +238,36 @@ class SymmetricState(IvmEpsState):
                 for a in hx:
                     _row_incr(view, a, [c for c in hx if c != a])
 
+    def _move_witnesses(self, x, row: dict, hx, to_heavy: bool) -> None:
+        """``_move`` with V kept as witness sets (same steps, one middle at a time)."""
+        heavy, hn, view = self.heavy[0], self.rev_h[0], self.views[0]
+        pairs = [(a, c) for a in hx for c in hx if a != c] if hx else []
+        if to_heavy:
+            for a, c in pairs:  # x stops being a light middle
+                _w_del1(view, a, c, x)
+            for y in row:
+                hn.setdefault(y, {})[x] = 1
+            heavy.add(x)
+            for b in row:  # x becomes a heavy end
+                if b not in heavy:
+                    for c in hn[b]:
+                        if c != x:
+                            _w_add(view, x, c, b)
+        else:
+            for c in view.pop(x, ()):  # x stops being a heavy end
+                d = view[c]
+                del d[x]
+                if not d:
+                    del view[c]
+            for y in row:
+                d = hn[y]
+                del d[x]
+                if not d:
+                    del hn[y]
+            heavy.discard(x)
+            for a, c in pairs:  # x becomes a light middle
+                _w_add1(view, a, c, x)
+
     def reindex(self, i: int) -> None:
         hn: dict = {}
         rows = self.rows[0]
@@ -243,6 +285,14 @@ class SymmetricState(IvmEpsState):
         """V(a, c) over all light b: every ordered pair a ≠ c of H(b) (C-level counts)."""
         view: dict = {}
         heavy = self.heavy[0]
+        if self.witnesses:
+            for b, hb in self.rev_h[0].items():
+                if b not in heavy:
+                    for a in hb:
+                        for c in hb:
+                            if a != c:
+                                _w_add1(view, a, c, b)
+            return view
         for b, hb in self.rev_h[0].items():
             if b not in heavy and len(hb) > 1:
                 for a in hb:
@@ -257,9 +307,64 @@ class SymmetricState(IvmEpsState):
         return view
 
     # ---- read access ----------------------------------------------------------------------
+    def third_vertices(self, u, v):
+        """The common neighbours w of an edge {u, v} (present), as C-built collections.
+
+        Preprocessing by the partition: with a light endpoint, one C-level intersection that
+        iterates its row (< 3/2·N^ε); with two heavy endpoints, the heavy thirds from the
+        heavy index H(u) (≤ 2N^(1−ε)) and the light thirds from the witness view W(u, v)
+        in O(1) (``witnesses=True``), or else from the light rows (O(min degree)).
+        """
+        rows, heavy = self.rows[0], self.heavy[0]
+        ru, rv = rows[u], rows[v]
+        if u not in heavy or v not in heavy:
+            return (ru.keys() & rv.keys(),)
+        hu = self.rev_h[0].get(u)
+        hthird = hu.keys() & rv.keys() if hu else ()
+        if self.witnesses:
+            vu = self.views[0].get(u)
+            return (hthird, (vu.get(v) or {}) if vu else {})
+        vu = self.views[0].get(u)
+        if not (vu and vu.get(v)):
+            return (hthird,)  # V(u, v) = 0: no light third, nothing to scan
+        return (hthird, [w for w in (ru.keys() & rv.keys()) if w not in heavy])
+
     def column(self, i: int, y) -> dict:
         return dict(self.rows[0].get(y, ()))
 
     def column_index(self, i: int) -> dict:
         return self.rows[0]
 
+
+
+def _w_add(view: dict, a, c, b) -> None:
+    """Witness view: b joins W(a, c) and W(c, a)."""
+    _w_add1(view, a, c, b)
+    _w_add1(view, c, a, b)
+
+
+def _w_del(view: dict, a, c, b) -> None:
+    _w_del1(view, a, c, b)
+    _w_del1(view, c, a, b)
+
+
+def _w_add1(view: dict, a, c, b) -> None:
+    d = view.get(a)
+    if d is None:
+        view[a] = {c: {b: 1}}
+        return
+    w = d.get(c)
+    if w is None:
+        d[c] = {b: 1}
+    else:
+        w[b] = 1
+
+
+def _w_del1(view: dict, a, c, b) -> None:
+    d = view[a]
+    w = d[c]
+    del w[b]
+    if not w:
+        del d[c]
+        if not d:
+            del view[a]
