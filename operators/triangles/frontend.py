@@ -101,6 +101,15 @@ class GraphFrontend:
     # ---- updates ------------------------------------------------------------------------
     def update(self, u, v, weight=1, relation=None) -> BadEdge | None:
         """Apply one row; returns None when applied, a ``BadEdge`` when rejected."""
+        if self.mode == "undirected" and type(u) is int and type(v) is int and \
+                type(weight) is int and relation is None and \
+                INT64_MIN <= u <= INT64_MAX and INT64_MIN <= v <= INT64_MAX and \
+                INT64_MIN <= weight <= INT64_MAX:  # fast path: plain Python ints
+            reason = self._undirected_row(u, v, weight)
+            if reason is None:
+                return None
+            self.rejected += 1
+            return BadEdge(0, u, v, weight, relation, reason)
         if self.mode == "three_relation":
             if relation is None:
                 raise ConfigError("triangles: three_relation mode needs relation in R, S, T")
@@ -195,13 +204,44 @@ class GraphFrontend:
             elif m < 0:
                 bad.append(BadEdge(idx, u, v, m, None, "delete of an absent edge"))
 
+    def _undirected_row(self, u: int, v: int, m: int) -> str | None:
+        """``_row`` for one int64-checked undirected row (the edge semantics of ``_row``)."""
+        if u == v:
+            return "self-loop"
+        if not m:
+            return None
+        ru = self._core.rows[0].get(u)
+        extra = self._extra
+        if ru is not None and v in ru:
+            key = (u, v) if u < v else (v, u)
+            refs = 1 + extra.get(key, 0) if extra else 1
+            new = refs + m
+            if new == 0:
+                extra.pop(key, None)
+                self._apply(u, v, -1)
+            elif new > 1:
+                extra[key] = new - 1
+            elif new == 1:
+                extra.pop(key, None)
+            else:
+                return f"delete of {-m} references, edge has {refs}"
+        elif m > 0:
+            self._apply(u, v, 1)
+            if m > 1:
+                extra[(u, v) if u < v else (v, u)] = m - 1
+        else:
+            return "delete of an absent edge"
+        return None
+
     def _apply(self, u, v, m) -> None:
         """The core update(s) of one edge whose presence changes (m = ±1)."""
         core = self._core
         if self.mode == "directed":
             core.update_self(u, v, m)
-        elif hasattr(core, "update_edge"):
-            core.update_edge(u, v, m)
+            return
+        edge = getattr(core, "update_edge", None)
+        if edge is not None:
+            edge(u, v, m)
         else:
             core.update_self(v, u, m, core.update_self(u, v, m))
 

@@ -136,7 +136,14 @@ class SymmetricState(IvmEpsState):
                 else:
                     _row_decr(view, a, hb)
                     for c in hb:
-                        _row_decr(view, c, (a,))
+                        d = view[c]
+                        k = d[a] - 1
+                        if k:
+                            d[a] = k
+                        else:
+                            del d[a]
+                            if not d:
+                                del view[c]
         if m > 0:
             ru[v] = 1
             rv[u] = 1
