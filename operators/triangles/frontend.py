@@ -309,10 +309,16 @@ class GraphFrontend:
           a light endpoint's row is intersected with the other row (iterating the light
           side), for two heavy endpoints the heavy thirds come from the heavy index and the
           light thirds are the witness set W(u, v) of the view, read in O(1).
-        - undirected without witnesses, directed, three_relation: the same when the
-          second value is light (or both are heavy and the view entry is 0, so the
-          heavy index alone answers); otherwise the light thirds are found by
-          intersecting full rows, O(min degree), since the view keeps only their number.
+        - undirected without witnesses: the same when an endpoint is light, or when
+          both are heavy and V(u, v) = 0 (the heavy index alone answers); otherwise the
+          light thirds come from intersecting the two rows, O(min degree), since the view
+          keeps only their number.
+        - directed and three_relation: O(N^ε) when v (the value that starts the next
+          relation) is light, by its row; when it is heavy, the heavy thirds come from the
+          heavy index in O(N^(1−ε)) and the light ones from intersecting the light column
+          of u with v's row, O(min of the two), skipped in directed mode when the view
+          entry V(v, u) is 0.  (The paper's constant-delay enumeration, Theorem 21, needs
+          its view trees with O(|D|^1.5) space; they are not kept for these modes.)
         """
         if self.mode == "three_relation":
             i = RELATIONS[relation]
@@ -361,10 +367,9 @@ class GraphFrontend:
         out = [(z, hx[z]) for z in hx.keys() & ny.keys()] if hx else []
         lx = core.rev_l[k].get(x)  # light z: V_j(y, x) counts them
         vx = core.views[j].get(x)
-        if lx and vx and vx.get(y):
-            out += [(z, lx[z]) for z in lx.keys() & ny.keys()]
-        elif lx and not (vx and vx.get(y)) and not core.unit:
-            # with signed multiplicities a zero view entry may hide cancelling witnesses
+        # with unit multiplicities V_j(y, x) = 0 means no light z; with signed ones (R, S,
+        # T) a zero entry may hide witnesses whose products cancel, so scan anyway
+        if lx and (not core.unit or (vx and vx.get(y))):
             out += [(z, lx[z]) for z in lx.keys() & ny.keys()]
         return out
 
