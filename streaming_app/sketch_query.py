@@ -11,7 +11,7 @@ does for the pushed-down predicate.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -88,7 +88,11 @@ def coverage(lake: sink.Lake, rec: dict, reg: sm.Registration) -> tuple[int, int
 
 def merged_runs(reg: sm.Registration, fragments) -> tuple[list, bool]:
     """Sketch fragments as merged value ranges [(lo or None, hi or None)], plus 'has NULL'."""
-    p = reg.partition()
+    return partition_runs(reg.partition(), fragments)
+
+
+def partition_runs(p, fragments) -> tuple[list, bool]:
+    """``merged_runs`` for a ``RangePartition`` (e.g. one of an engine's several partitions)."""
     ids = sorted(int(i) for i in fragments)
     has_null = p.n_fragments in ids
     runs: list[list[int]] = []
@@ -140,15 +144,87 @@ class QueryRun:
     seconds: float
     files: int
     bytes: int
+    scan: dict = field(default_factory=dict)  # Spark's scan metrics per table (see scan_metrics)
 
 
-def _register_views(spark, cfg, predicate: tuple[str, str] | None = None) -> None:
+def _register_views(spark, cfg, predicate: tuple[str, str] | None = None, predicates: dict | None = None) -> None:
     lake = sink.Lake(cfg.lake_root)
+    preds = dict(predicates or {})
+    if predicate:
+        preds[predicate[0]] = predicate[1]
     for t in cfg.tables:
         df = spark.read.format("delta").load(lake.mirror(t.name))
-        if predicate and predicate[0] == t.name:
-            df = df.where(predicate[1])
+        if t.name in preds:
+            df = df.where(preds[t.name])
         df.createOrReplaceTempView(t.name)
+
+
+def scan_metrics(df, paths: dict | None = None) -> dict:
+    """Spark's own scan figures for an executed DataFrame, from the SQL metrics of its physical
+    plan's file scans (adaptive plans and query stages walked through): per scanned table,
+    ``files`` (numFiles: files left after Delta's data skipping), ``bytes`` (filesSize: their
+    size), ``rows`` (numOutputRows) and ``scans`` (scan nodes).  ``paths`` maps a table's
+    directory to its name; unmapped scans are keyed by their root path."""
+    names = {str(p).rstrip("/"): t for t, p in (paths or {}).items()}
+    out: dict = {}
+
+    def metric(node, key):
+        m = node.metrics().get(key)
+        return int(m.get().value()) if m.isDefined() else 0
+
+    def walk(node):
+        cls = node.getClass().getSimpleName()
+        if cls == "AdaptiveSparkPlanExec":
+            return walk(node.executedPlan())
+        if "QueryStage" in cls:
+            return walk(node.plan())
+        if cls in ("FileSourceScanExec", "BatchScanExec") or node.nodeName().startswith("Scan "):
+            try:
+                roots = node.relation().location().rootPaths()
+                root = str(roots.apply(0)) if roots.size() else "?"
+            except Exception:  # noqa: BLE001 - a scan that is not over files
+                root = node.nodeName()
+            root = root.removeprefix("file:").rstrip("/")
+            key = names.get(root, names.get("file:" + root, root))
+            e = out.setdefault(key, {"files": 0, "bytes": 0, "rows": 0, "scans": 0})
+            e["files"] += metric(node, "numFiles")
+            e["bytes"] += metric(node, "filesSize")
+            e["rows"] += metric(node, "numOutputRows")
+            e["scans"] += 1
+        ch = node.children()
+        for i in range(ch.size()):
+            walk(ch.apply(i))
+
+    walk(df._jdf.queryExecution().executedPlan())
+    return out
+
+
+def run_with_predicates(spark, cfg, sql: str, predicates: dict | None = None) -> QueryRun:
+    """Run ``sql`` over the mirrors with each table in ``predicates`` (name -> SQL condition,
+    e.g. the predicates of an engine sketch partitioned on several tables) restricted; files /
+    bytes here are Spark's (``scan_metrics``), summed over the tables the plan scanned."""
+    lake = sink.Lake(cfg.lake_root)
+    _register_views(spark, cfg, predicates=predicates)
+    try:
+        t0 = time.perf_counter()
+        df = spark.sql(sql)
+        rows = df.collect()
+        secs = time.perf_counter() - t0
+        scan = scan_metrics(df, {t.name: lake.mirror(t.name) for t in cfg.tables})
+    finally:
+        if predicates:
+            _register_views(spark, cfg)
+    return QueryRun(_norm(rows), secs, sum(s["files"] for s in scan.values()),
+                    sum(s["bytes"] for s in scan.values()), scan)
+
+
+def results_equal(sql: str, a: list, b: list) -> bool:
+    """Normalised result rows equal; with ORDER BY in order, ties may come out in another order."""
+    ordered = " order by " in " ".join(sql.lower().split())
+    eq = (a == b) if ordered else (sorted(a, key=repr) == sorted(b, key=repr))
+    if ordered and not eq:
+        eq = sorted(a, key=repr) == sorted(b, key=repr)
+    return eq
 
 
 def _norm(rows) -> list:
@@ -187,10 +263,6 @@ def run_query(spark, cfg, sql: str, use_sketch: str | None = None) -> dict:
         out["sketch"] = QueryRun(_norm(sk), time.perf_counter() - t0, sum(s["files"] for s in pstats.values()),
                                  sum(s["bytes"] for s in pstats.values()))
         out["predicate"] = rec["predicate"]
-        ordered = " order by " in " ".join(sql.lower().split())
-        a, b = out["plain"].rows, out["sketch"].rows
-        out["equal"] = (a == b) if ordered else (sorted(a, key=repr) == sorted(b, key=repr))
-        if ordered and not out["equal"]:  # ties may come out in another order
-            out["equal"] = sorted(a, key=repr) == sorted(b, key=repr)
+        out["equal"] = results_equal(sql, out["plain"].rows, out["sketch"].rows)
         _register_views(spark, cfg)
     return out
