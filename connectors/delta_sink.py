@@ -163,6 +163,56 @@ def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id
      .save(path))
 
 
+def _local(path: str) -> bool:
+    p = str(path)
+    return "://" not in p or p.startswith("file:")
+
+
+def _done_before(path: str, app_id: str, batch_id: int) -> bool:
+    import deltalake
+
+    v = deltalake.DeltaTable(path).transaction_version(app_id)
+    return v is not None and v >= batch_id
+
+
+def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -> None:
+    """``append`` for a few rows: on a local lake through delta-rs (one commit, no Spark job,
+    tens of milliseconds instead of seconds), with the same txn action Spark writes, so
+    either writer skips a batch the other committed."""
+    if not _local(path):
+        return append(spark, path, data, app_id, batch_id)
+    import deltalake
+    from deltalake import CommitProperties, Transaction
+
+    if _done_before(path, app_id, batch_id):
+        return
+    deltalake.write_deltalake(path, data, mode="append", commit_properties=CommitProperties(
+        app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
+
+
+def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str, batch_id: int) -> None:
+    """Upsert a few rows on ``keys`` idempotently (txn on (app_id, batch_id)); delta-rs on a
+    local lake, Spark MERGE otherwise."""
+    if not _local(path):
+        from delta.tables import DeltaTable
+
+        cols = {f"`{c}`": f"s.`{c}`" for c in data.column_names}
+        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        with txn(spark, app_id, batch_id):
+            (DeltaTable.forPath(spark, path).alias("t").merge(spark.createDataFrame(data).alias("s"), cond)
+             .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
+        return
+    import deltalake
+    from deltalake import CommitProperties, Transaction
+
+    if _done_before(path, app_id, batch_id):
+        return
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    (deltalake.DeltaTable(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=CommitProperties(
+        app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
+     .when_matched_update_all().when_not_matched_insert_all().execute())
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 

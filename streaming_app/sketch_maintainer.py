@@ -163,11 +163,25 @@ def _reg_row(reg: Registration) -> pa.Table:
     })
 
 
+def check_safe(cfg, name: str, sql: str, table: str, attribute: str) -> str:
+    """The PBDS safety check for a registration, for any future data (every non-key column
+    may become NULL, no statistics of today's rows); UnsafeSketchError names the reason."""
+    from operators.errors import UnsafeSketchError
+    from streaming_app.sketch_cli import check_partition, may_be_null
+
+    schema = {t.name.lower(): t.column_names for t in cfg.tables}
+    try:
+        return check_partition(sql, schema, table, attribute, may_be_null(cfg))
+    except UnsafeSketchError as e:
+        raise UnsafeSketchError(f"sketch {name!r}: {e}") from None
+
+
 def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, fragments: int = 16,
                    mode: str = "eager", *, replace: bool = False, capture: bool = True) -> Registration:
     """Store the query in ``registered_queries`` with boundaries from the mirror's current
     version; with ``capture`` also capture the initial sketch and state there (``sketches`` and
-    ``sketch_state`` rows). The running job picks the row up at its next batch."""
+    ``sketch_state`` rows). The running job picks the row up at its next batch. A partition
+    attribute the safety check cannot prove safe is refused (UnsafeSketchError)."""
     lake = sink.Lake(cfg.lake_root)
     for t in cfg.tables:
         sink.ensure_mirror(spark, lake, t)
@@ -177,6 +191,7 @@ def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, 
     if fragments < 1:
         raise ConfigError(f"sketch {name!r}: fragments must be >= 1")
     check_query(cfg, name, sql, table, attribute)
+    check_safe(cfg, name, sql, table, attribute)
     existing = read_registry(spark, lake)
     if name in existing and not replace:
         raise ConfigError(f"sketch {name!r} is already registered (drop it first)")
@@ -234,9 +249,10 @@ class QueryState:
     def ready(self) -> bool:
         return self.engine is not None
 
-    def capture(self, spark, lake, cfg, versions: dict) -> bool:
+    def capture(self, spark, lake, cfg, versions: dict, tables_cache: dict | None = None) -> bool:
         """Capture sketch and state from the mirrors at ``versions``. False if the partitioned
-        mirror has no values yet to compute boundaries from (the query stays pending)."""
+        mirror has no values yet to compute boundaries from (the query stays pending).
+        ``tables_cache``: (table, version) -> full table, shared by several captures."""
         from operators.sketch import SketchMaintainer
 
         reg = self.reg
@@ -248,8 +264,15 @@ class QueryState:
             reg.boundaries, reg.capture_version = bounds, v
             _store_boundaries(spark, lake, reg)
         self.tables = check_query(cfg, reg.name, reg.sql, reg.table, reg.attribute)
-        data = {t: sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
-                for t in self.tables}
+        data = {}
+        for t in self.tables:
+            key = (t, versions[t])
+            if tables_cache is not None and key in tables_cache:
+                data[t] = tables_cache[key]
+            else:
+                data[t] = sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                if tables_cache is not None:
+                    tables_cache[key] = data[t]
         large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}
         self.engine = SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()},
                                                 store_factory=sketch_spark.delta_side_factory(large))
@@ -387,9 +410,8 @@ def write_sketch_rows(spark, lake, queries: list[QueryState], batch_id: int, app
 
     if app_id is None:
         run()
-    else:
-        with sink.txn(spark, app_id, batch_id):
-            run()
+    else:  # the job's per-batch write: idempotent on the batch, without a Spark job on a local lake
+        sink.merge_small(spark, lake.output(SKETCHES), src, ["query", "table_name"], app_id, batch_id)
     for q in queries:
         q.dirty = False
 
@@ -427,7 +449,7 @@ def write_snapshots(spark, lake, queries: list[QueryState], batch_id: int, app_i
     if app_id is None:
         spark.createDataFrame(t).write.format("delta").mode("append").save(lake.output(STATE))
     else:
-        sink.append(spark, lake.output(STATE), t, app_id, batch_id)
+        sink.append_small(spark, lake.output(STATE), t, app_id, batch_id)
 
 
 def latest_snapshot(spark, lake, reg: Registration, max_versions: dict | None):
@@ -461,6 +483,9 @@ class SketchStreamMaintainer:
 
     # setup: output tables and the config's [[sketches]] entries
     def setup(self, spark, job) -> None:
+        # here, on the session that starts the query: foreachBatch gets a per-stream clone
+        # whose listener bus never hears this query's progress
+        _progress_listener(spark, self)
         lake = job.lake
         if not self.cfg.sketches:
             return  # tables appear with the first `sketch register`; _refresh looks for them
@@ -472,7 +497,7 @@ class SketchStreamMaintainer:
             register_query(spark, self.cfg, s.name, s.sql, s.table, s.attribute, s.fragments, s.mode,
                            capture=False)
 
-    def _state_for(self, spark, job, reg: Registration, versions: dict) -> QueryState | None:
+    def _state_for(self, spark, job, reg: Registration, versions: dict, tables_cache: dict) -> QueryState | None:
         q = QueryState(reg)
         if reg.boundaries is not None:
             snap = latest_snapshot(spark, job.lake, reg, versions)
@@ -480,7 +505,8 @@ class SketchStreamMaintainer:
                 q.restore(*snap)
                 q.bring_forward(spark, job.lake, self.cfg, versions)
                 return q
-        return q if q.capture(spark, job.lake, self.cfg, versions) else q
+        q.capture(spark, job.lake, self.cfg, versions, tables_cache)
+        return q
 
     def _refresh(self, spark, job, versions: dict) -> list[QueryState]:
         """Pick up registrations and drops; returns newly captured queries."""
@@ -497,13 +523,14 @@ class SketchStreamMaintainer:
             if n not in regs:
                 del self.queries[n]
         new = []
+        tables_cache: dict = {}  # captures of several new queries read each mirror once
         for n, reg in regs.items():
             if reg.mode != "eager":
                 continue
             q = self.queries.get(n)
             if q is not None and q.ready():
                 continue
-            q = self._state_for(spark, job, reg, versions)
+            q = self._state_for(spark, job, reg, versions, tables_cache)
             self.queries[n] = q
             if q.ready():
                 new.append(q)
@@ -531,7 +558,10 @@ class SketchStreamMaintainer:
         todo = [q for q in self.queries.values()
                 if q.ready() and q not in new and set(q.tables) & set(ctx.changed_tables)]
         reads = self._reads(todo)
+        sc = spark.sparkContext
         for q in todo:
+            # label this query's Spark jobs (change-feed reads, Delta-backed joins) in the UI
+            sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch {q.name}")
             t = time.perf_counter()
             q.last_apply_ms = 0.0
             probes = q.spark_probes()
@@ -545,10 +575,11 @@ class SketchStreamMaintainer:
                                "removed": len(res[1]) if res else 0,
                                "spark_probes": q.spark_probes() - probes,
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
+        sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch outputs")
         app = f"{ctx.app_id}:{self.name}"
         if deltas:
             now = sink.utcnow()
-            sink.append(spark, lake.output(DELTAS),
+            sink.append_small(spark, lake.output(DELTAS),
                         pa.Table.from_pylist([{**d, "committed_at": now} for d in deltas], schema=_DELTA_SCHEMA),
                         f"{app}:deltas", ctx.batch_id)
         _fault("sketch.deltas", ctx.batch_id)
@@ -568,11 +599,11 @@ class SketchStreamMaintainer:
             "sketch_changes": len(deltas), "ms": round((time.perf_counter() - t_all) * 1000, 1),
             "per_query": metrics,
         }
-        if self.queries:
-            _progress_listener(spark, self)  # only jobs with registered queries get one
+        if self.queries:  # the listener prints a line for batches that maintained sketches
             self.recent[ctx.batch_id] = ctx.metrics[self.name]
             for b in sorted(self.recent)[:-16]:
                 del self.recent[b]
+        sc.setJobDescription(None)
 
 
 _LISTENERS: dict = {}
@@ -591,6 +622,7 @@ def _progress_listener(spark, maintainer) -> None:
     class _Listener(StreamingQueryListener):
         def __init__(self):
             self.maintainer = maintainer
+            self.lines: list = []  # the last lines printed (tests read them)
 
         def onQueryStarted(self, event):
             pass
@@ -601,9 +633,11 @@ def _progress_listener(spark, maintainer) -> None:
             if m:
                 per = ", ".join(f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} {v['ms']:.0f}ms"
                                 for q, v in m["per_query"].items())
-                print(f"[{p.name}] batch {p.batchId} progress: {p.numInputRows} input rows, "
-                      f"{p.processedRowsPerSecond:.0f} rows/s; sketches: {m['delta_rows_in']} delta rows, "
-                      f"{m['sketch_changes']} fragment changes, {m['ms']:.0f} ms ({per})", flush=True)
+                line = (f"[{p.name}] batch {p.batchId} progress: {p.numInputRows} input rows, "
+                        f"{p.processedRowsPerSecond:.0f} rows/s; sketches: {m['delta_rows_in']} delta rows, "
+                        f"{m['sketch_changes']} fragment changes, {m['ms']:.0f} ms ({per})")
+                self.lines = (self.lines + [line])[-64:]
+                print(line, flush=True)
 
         def onQueryIdle(self, event):
             pass

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,6 +57,9 @@ def config_data(tmp_path, bootstrap: str, max_offsets: int, name: str = "sk") ->
                 "checkpoint_root": str(tmp_path / "ckpt"), "trigger_interval_s": 0.5},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": max_offsets},
         "spark": {"master": "local[2]", "ui": False},
+        # lineitem (about 400 rows) is past the threshold and orders (100) is not, so the top-k
+        # join runs with one input probed through Spark in the mirror and one in memory
+        "sketch": {"spark_join_rows": 200, "snapshot_every": 2},
         "tables": [{"name": t, "topic": f"{name}.{t}", "primary_key": pk, "columns": cols}
                    for t, (pk, cols) in TABLES.items()],
         # one query from the config: registered at setup while the mirror is still empty, so
@@ -156,6 +160,18 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     assert any(m and m["delta_rows_in"] > 0 for m in metrics)
     assert any(m and m["per_query"].get("big_orders", {}).get("delta_rows", 0) > 0 for m in metrics)
     assert not any(m and "lazy_big" in m["per_query"] for m in metrics)
+    # the top-k join probed its Delta-backed lineitem input with Spark in some batch
+    assert sum(m["per_query"].get("top_revenue", {}).get("spark_probes", 0) for m in metrics if m) > 0
+    # the progress listener reported the sketch metrics of the streaming query's batches
+    from streaming_app.sketch_maintainer import _LISTENERS
+
+    def reported():
+        return [x for lst in list(_LISTENERS.values()) for x in lst.lines]
+
+    deadline = time.time() + 30
+    while time.time() < deadline and not any("sketches:" in x for x in reported()):
+        time.sleep(0.5)
+    assert any("big_orders" in x and "delta rows" in x for x in reported())
 
     # using the sketches: same results with the predicate, never more files
     for name, (sql, table, _, _) in QUERIES.items():

@@ -50,7 +50,7 @@ def test_partition_spec():
 
 
 def test_cli_has_sketch_commands():
-    assert build_parser_check() == {"register", "drop", "show", "filter", "layout", "query"}
+    assert build_parser_check() == {"register", "advise", "drop", "show", "filter", "layout", "query"}
 
 
 @pytest.mark.parametrize("bounds", [
@@ -76,3 +76,15 @@ def test_bitset_and_merged_ranges_agree_with_the_predicate():
         for v in range(-5, 60):
             inside = any((lo is None or v >= lo) and (hi is None or v < hi) for lo, hi in runs)
             assert inside == (int(p.fragment_of([v])[0]) in ids), (ids, v, runs)
+
+
+def test_registration_refuses_a_partition_the_safety_check_cannot_prove():
+    from operators.errors import UnsafeSketchError
+    from streaming_app.sketch_maintainer import check_safe
+
+    cfg = parse_config({"tables": [{"name": "cities", "topic": "c", "primary_key": ["city"],
+                                    "columns": {"city": "string", "state": "string", "popden": "long"}}]})
+    sql = "SELECT state, AVG(popden) AS a FROM cities GROUP BY state HAVING AVG(popden) > 100"
+    with pytest.raises(UnsafeSketchError, match="sketch 'dense'.*cities.popden"):
+        check_safe(cfg, "dense", sql, "cities", "popden")
+    assert "is safe" in check_safe(cfg, "dense", sql, "cities", "state")
