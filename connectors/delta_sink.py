@@ -190,26 +190,31 @@ def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -
         app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
 
 
-def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str, batch_id: int) -> None:
-    """Upsert a few rows on ``keys`` idempotently (txn on (app_id, batch_id)); delta-rs on a
-    local lake, Spark MERGE otherwise."""
+def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str | None = None,
+                batch_id: int | None = None) -> None:
+    """Upsert a few rows on ``keys``; with ``app_id`` idempotent on (app_id, batch_id).
+    delta-rs on a local lake (no Spark job), Spark MERGE otherwise."""
     if not _local(path):
+        from contextlib import nullcontext
+
         from delta.tables import DeltaTable
 
         cols = {f"`{c}`": f"s.`{c}`" for c in data.column_names}
         cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        with txn(spark, app_id, batch_id):
+        with txn(spark, app_id, batch_id) if app_id is not None else nullcontext():
             (DeltaTable.forPath(spark, path).alias("t").merge(spark.createDataFrame(data).alias("s"), cond)
              .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
         return
     import deltalake
     from deltalake import CommitProperties, Transaction
 
-    if _done_before(path, app_id, batch_id):
-        return
+    props = None
+    if app_id is not None:
+        if _done_before(path, app_id, batch_id):
+            return
+        props = CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
     cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    (deltalake.DeltaTable(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=CommitProperties(
-        app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
+    (deltalake.DeltaTable(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=props)
      .when_matched_update_all().when_not_matched_insert_all().execute())
 
 

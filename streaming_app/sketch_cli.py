@@ -76,12 +76,6 @@ def mirror_tables(cfg, sql: str) -> dict:
     return out
 
 
-def may_be_null(cfg) -> dict:
-    """table -> columns a CDC record may set to NULL (all but the primary key): the safety
-    check must hold for the mirror after any future batch, not only for today's rows."""
-    return {t.name.lower(): set(t.column_names) - set(t.primary_key) for t in cfg.tables}
-
-
 def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, nullable: dict | None = None):
     """The advisor's choice for a registration: (Advice, chosen Candidate); ConfigError if none."""
     from operators.sketch_advisor import advise_report
@@ -96,26 +90,9 @@ def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, null
     return advice, advice.chosen
 
 
-def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None) -> str:
-    """The safety check for an explicit --partition (``schema``: table -> column names);
-    UnsafeSketchError with the reason if refused."""
-    from operators.errors import UnsafeSketchError, UnsupportedSqlError
-    from operators.sketch_safety import check_safety
-
-    if table.lower() not in schema:
-        raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
-    try:
-        r = check_safety(sql, table, attr, schema=schema, stats={}, nullable=nullable or {})
-    except UnsupportedSqlError as e:  # not proven safe is not safe
-        raise UnsafeSketchError(f"refused --partition {table}.{attr}: the safety check cannot analyse "
-                                f"this query ({e})") from None
-    if not r.safe:
-        raise UnsafeSketchError(f"refused --partition {table}.{attr}: {r.reason}")
-    return r.reason
-
-
 def cmd_advise(args) -> int:
     from operators.sketch_advisor import advise_report, format_advice
+    from streaming_app.sketch_maintainer import may_be_null
 
     cfg = _cfg(args)
     tables = mirror_tables(cfg, args.sql)
@@ -131,14 +108,14 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketch_maintainer import register_query
+    from streaming_app.sketch_maintainer import check_partition, may_be_null, register_query
 
     cfg = _cfg(args)
     if args.partition:
         table, attr, n = parse_partition(args.partition, args.fragments)
         schema = {k: list(t.column_names) for k, t in query_tables(cfg, args.sql).items()}
         if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong
-            check_partition(args.sql, schema, table, attr, may_be_null(cfg))
+            check_partition(args.sql, schema, table, attr, may_be_null(cfg))  # refused before Spark starts
     else:
         n = args.fragments
         advice, best = choose_partition(args.sql, mirror_tables(cfg, args.sql), n, nullable=may_be_null(cfg))
@@ -149,7 +126,8 @@ def cmd_register(args) -> int:
               + (f"; next: {others}" if others else "") + f"; {len(advice.refused)} attributes refused")
         table = next(t.name for t in cfg.tables if t.name.lower() == table)
     spark = _spark(cfg)
-    reg = register_query(spark, cfg, args.name, args.sql, table, attr, n, args.mode, replace=args.replace)
+    reg = register_query(spark, cfg, args.name, args.sql, table, attr, n, args.mode, replace=args.replace,
+                         check=False)  # proven above (explicit --partition) or chosen among proven ones
     state = "captured" if reg.boundaries else "pending (the table has no rows yet; captured by the job)"
     print(f"registered {reg.name}: {table}.{attr}, {n} fragments, {reg.mode}, mirror version "
           f"{reg.capture_version}, {state}")

@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from operators.errors import ConfigError, IvmError
+from operators.errors import ConfigError
 from streaming_app import sketch_spark
 
 REGISTERED_DDL = ("name STRING, sql STRING, partition_table STRING, attribute STRING, fragments INT, "
@@ -163,11 +163,34 @@ def _reg_row(reg: Registration) -> pa.Table:
     })
 
 
+def may_be_null(cfg) -> dict:
+    """table -> columns a CDC record may set to NULL (all but the primary key): the safety
+    check must hold for the mirror after any future batch, not only for today's rows."""
+    return {t.name.lower(): set(t.column_names) - set(t.primary_key) for t in cfg.tables}
+
+
+def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None) -> str:
+    """The safety check for an explicit --partition (``schema``: table -> column names);
+    UnsafeSketchError with the reason if refused."""
+    from operators.errors import UnsafeSketchError, UnsupportedSqlError
+    from operators.sketch_safety import check_safety
+
+    if table.lower() not in schema:
+        raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
+    try:
+        r = check_safety(sql, table, attr, schema=schema, stats={}, nullable=nullable or {})
+    except UnsupportedSqlError as e:  # not proven safe is not safe
+        raise UnsafeSketchError(f"refused --partition {table}.{attr}: the safety check cannot analyse "
+                                f"this query ({e})") from None
+    if not r.safe:
+        raise UnsafeSketchError(f"refused --partition {table}.{attr}: {r.reason}")
+    return r.reason
+
+
 def check_safe(cfg, name: str, sql: str, table: str, attribute: str) -> str:
     """The PBDS safety check for a registration, for any future data (every non-key column
     may become NULL, no statistics of today's rows); UnsafeSketchError names the reason."""
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketch_cli import check_partition, may_be_null
 
     schema = {t.name.lower(): t.column_names for t in cfg.tables}
     try:
@@ -177,7 +200,8 @@ def check_safe(cfg, name: str, sql: str, table: str, attribute: str) -> str:
 
 
 def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, fragments: int = 16,
-                   mode: str = "eager", *, replace: bool = False, capture: bool = True) -> Registration:
+                   mode: str = "eager", *, replace: bool = False, capture: bool = True,
+                   check: bool = True) -> Registration:
     """Store the query in ``registered_queries`` with boundaries from the mirror's current
     version; with ``capture`` also capture the initial sketch and state there (``sketches`` and
     ``sketch_state`` rows). The running job picks the row up at its next batch. A partition
@@ -191,7 +215,8 @@ def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, 
     if fragments < 1:
         raise ConfigError(f"sketch {name!r}: fragments must be >= 1")
     check_query(cfg, name, sql, table, attribute)
-    check_safe(cfg, name, sql, table, attribute)
+    if check:
+        check_safe(cfg, name, sql, table, attribute)
     existing = read_registry(spark, lake)
     if name in existing and not replace:
         raise ConfigError(f"sketch {name!r} is already registered (drop it first)")
@@ -393,25 +418,14 @@ _SKETCH_SCHEMA = pa.schema([
 
 
 def write_sketch_rows(spark, lake, queries: list[QueryState], batch_id: int, app_id: str | None) -> None:
-    """MERGE the queries' current sketches into ``sketches`` (on the query name)."""
-    from delta.tables import DeltaTable
-
+    """Upsert the queries' current sketches into ``sketches`` (on query and table); with an
+    ``app_id`` (the job) idempotent on the batch."""
     if not queries:
         return
     now = sink.utcnow()
     rows = [{**q.sketch_row(batch_id), "updated_at": now} for q in queries]
     src = pa.Table.from_pylist(rows, schema=_SKETCH_SCHEMA)
-    cols = {c: f"s.{c}" for c in _SKETCH_SCHEMA.names}
-
-    def run():
-        (DeltaTable.forPath(spark, lake.output(SKETCHES)).alias("t")
-         .merge(spark.createDataFrame(src).alias("s"), "t.query = s.query AND t.table_name = s.table_name")
-         .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
-
-    if app_id is None:
-        run()
-    else:  # the job's per-batch write: idempotent on the batch, without a Spark job on a local lake
-        sink.merge_small(spark, lake.output(SKETCHES), src, ["query", "table_name"], app_id, batch_id)
+    sink.merge_small(spark, lake.output(SKETCHES), src, ["query", "table_name"], app_id, batch_id)
     for q in queries:
         q.dirty = False
 

@@ -173,27 +173,12 @@ def pushdown(engine, column_types: dict) -> dict:
     """table -> (Spark condition or None, sorted column names the query's scans read).
 
     ``column_types``: table -> {column: spark type} (the config's declared types)."""
-    out: dict = {}
+    per: dict = {}
     for node in engine.query.root.walk():
-        if not isinstance(node, P.ScanNode):
-            continue
-        t = node.table
-        kinds = {c: _kind(ty) for c, ty in column_types.get(t, {}).items()}
-        names = {cid: name for name, cid in node.cols}
-        cond = None
-        if node.pushed is not None:
-            parts = [p for p in (spark_condition(c, names, kinds) for c in conjuncts(node.pushed)) if p]
-            cond = " AND ".join(f"({p})" for p in parts) if parts else None
-        cols = {name for name, _ in node.cols}
-        p = engine.partitions.get(t)
-        if p is not None:
-            cols.add(p.attribute)
-        if t in out:
-            prev, pcols = out[t]
-            cond = None if prev is None or cond is None else f"({prev}) OR ({cond})"
-            cols |= set(pcols)
-        out[t] = (cond, sorted(cols))
-    return out
+        if isinstance(node, P.ScanNode):
+            per.setdefault(node.table, []).append(
+                pushdown_for_scan(node, column_types.get(node.table, {}), engine.partitions))
+    return {t: union_pushdown(items) for t, items in per.items()}
 
 
 def union_pushdown(items: list) -> tuple:
@@ -212,21 +197,12 @@ def union_pushdown(items: list) -> tuple:
 # -- join inputs in the Delta mirror ---------------------------------------------------------------
 
 def plain_input(node):
-    """(scan, {key id: base column}) when ``node`` is selections/projections of columns over
-    one scan - an input DeltaSide can serve; else None."""
+    """The scan under ``node`` when ``node`` is selections/projections over one scan (an
+    input DeltaSide can serve); else None."""
     cur = node
-    chain = []
-    while True:
-        if isinstance(cur, P.ScanNode):
-            return cur, chain
-        if isinstance(cur, P.FilterNode):
-            chain.append(cur)
-            cur = cur.children[0]
-        elif isinstance(cur, P.ProjectNode):
-            chain.append(cur)
-            cur = cur.children[0]
-        else:
-            return None
+    while isinstance(cur, (P.FilterNode, P.ProjectNode)):
+        cur = cur.children[0]
+    return cur if isinstance(cur, P.ScanNode) else None
 
 
 def base_column(node, cid: str) -> str | None:
@@ -313,7 +289,7 @@ class DeltaSide(SideStore):
         return self.kh.copy(), self.kw.copy()
 
     def probe(self, hashes: np.ndarray, keys: pa.Table | None = None):
-        if len(hashes) == 0 or (self.rows_net == 0 and not len(self.kh)):
+        if len(hashes) == 0 or self.rows_net == 0:
             return np.zeros(0, np.int64), None  # nothing stored yet (capture): no Spark job
         if self.binding is None or self.node is None:
             raise RuntimeError(f"DeltaSide of {self.table!r} probed before bind()")
@@ -338,9 +314,9 @@ class DeltaSide(SideStore):
 
         b = self.binding
         spark = b.spark
-        scan, _ = plain_input(self.node)
+        scan = plain_input(self.node)
         version = b.versions_of(self.table)
-        cond, cols = pushdown_for_scan(scan, b.column_types.get(self.table, {}), self.ctx)
+        cond, cols = pushdown_for_scan(scan, b.column_types.get(self.table, {}), self.ctx.partitions)
         df = spark.read.format("delta").option("versionAsOf", int(version)).load(b.lake.mirror(self.table))
         distinct = keys.group_by(keys.column_names).aggregate([]) if keys.num_rows else keys
         kinds = {c: _kind(t) for c, t in b.column_types.get(self.table, {}).items()}
@@ -381,7 +357,8 @@ def _key_literal(v, kind: str) -> str:
     return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def pushdown_for_scan(scan, column_types: dict, ctx) -> tuple:
+def pushdown_for_scan(scan, column_types: dict, partitions: dict) -> tuple:
+    """(Spark condition or None, sorted columns) for one scan node."""
     kinds = {c: _kind(ty) for c, ty in column_types.items()}
     names = {cid: name for name, cid in scan.cols}
     cond = None
@@ -389,7 +366,7 @@ def pushdown_for_scan(scan, column_types: dict, ctx) -> tuple:
         parts = [p for p in (spark_condition(c, names, kinds) for c in conjuncts(scan.pushed)) if p]
         cond = " AND ".join(f"({p})" for p in parts) if parts else None
     cols = {name for name, _ in scan.cols}
-    p = ctx.partitions.get(scan.table)
+    p = partitions.get(scan.table)
     if p is not None:
         cols.add(p.attribute)
     return cond, sorted(cols)
@@ -402,8 +379,7 @@ def delta_side_factory(large_tables: set):
 
     def make(nbits, keys, side, tables, node=None, ctx=None):
         if node is not None and len(tables) == 1 and tables[0] in large_tables and keys:
-            pi = plain_input(node)
-            if pi is not None and all(base_column(node, k) is not None for k in keys):
+            if plain_input(node) is not None and all(base_column(node, k) is not None for k in keys):
                 return DeltaSide(nbits, keys, tables[0])
         return MemoryIndex(nbits, keys)
 

@@ -230,20 +230,25 @@ class SymmetricState(IvmEpsState):
                     else:
                         d[x] = k
         else:
-            for c in view.pop(x, ()):  # x stops being a heavy end
-                d = view[c]
-                del d[x]
-                if not d:
-                    del view[c]
-            for y in row:
-                d = hn[y]
-                del d[x]
-                if not d:
-                    del hn[y]
-            heavy.discard(x)
+            self._drop_heavy(x, row)
             if hx and len(hx) > 1:  # x becomes a light middle: V(a, c) += 1, a ≠ c ∈ H(x)
                 for a in hx:
                     _row_incr(view, a, [c for c in hx if c != a])
+
+    def _drop_heavy(self, x, row: dict) -> None:
+        """x stops being heavy: its view row and column go, and so do its reverse-index entries."""
+        heavy, hn, view = self.heavy[0], self.rev_h[0], self.views[0]
+        for c in view.pop(x, ()):
+            d = view[c]
+            del d[x]
+            if not d:
+                del view[c]
+        for y in row:
+            d = hn[y]
+            del d[x]
+            if not d:
+                del hn[y]
+        heavy.discard(x)
 
     def _move_witnesses(self, x, row: dict, hx, to_heavy: bool) -> None:
         """``_move`` with V kept as witness sets (same steps, one middle at a time)."""
@@ -261,17 +266,7 @@ class SymmetricState(IvmEpsState):
                         if c != x:
                             _w_add(view, x, c, b)
         else:
-            for c in view.pop(x, ()):  # x stops being a heavy end
-                d = view[c]
-                del d[x]
-                if not d:
-                    del view[c]
-            for y in row:
-                d = hn[y]
-                del d[x]
-                if not d:
-                    del hn[y]
-            heavy.discard(x)
+            self._drop_heavy(x, row)
             for a, c in pairs:  # x becomes a light middle
                 _w_add1(view, a, c, x)
 

@@ -7,14 +7,12 @@ after the quarantine write, and after the batch record but before Spark's own co
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from connectors.kafka_broker import create_topics
+from tests.jobproc import run_job_process
 from connectors.producer import CdcProducer
 from streaming_app.config import dump_toml
 from tests.platform.cdc_fixture import History, job_config
@@ -23,23 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def _run(config_path, kill_at: str | None, timeout=300) -> int:
-    env = dict(os.environ)
-    env.pop("IVMSTREAM_KILL_AT", None)
-    if kill_at:
-        env["IVMSTREAM_KILL_AT"] = kill_at
-    proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(config_path),
-                             "--available-now", "--no-ui"], env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        try:  # the JVM child goes with its Python parent; make sure of it
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if kill_at:
-        assert f"fault injection: SIGKILL at {kill_at}" in out, out[-3000:]
-    return proc.returncode
+    return run_job_process(config_path, kill_at, timeout)[0]
 
 
 def test_sigkill_inside_batches_loses_nothing_and_counts_nothing_twice(kafka_broker, spark, tmp_path):

@@ -6,14 +6,12 @@ change feed. At the end every sketch equals a fresh capture on the final mirrors
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from connectors.kafka_broker import create_topics
+from tests.jobproc import run_job_process
 from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch_reference import reference_sketch
@@ -27,25 +25,11 @@ KILLS = ["sketch.deltas:1", "sketch.merge:2", "mirror.lineitem:3", "maintain.ske
 
 
 def _run(config_path, kill_at: str | None, timeout=400) -> str:
-    env = dict(os.environ)
-    env.pop("IVMSTREAM_KILL_AT", None)
+    code, out = run_job_process(config_path, kill_at, timeout)
     if kill_at:
-        env["IVMSTREAM_KILL_AT"] = kill_at
-    proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(config_path),
-                             "--available-now", "--no-ui"], env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if kill_at:
-        assert proc.returncode == -signal.SIGKILL, f"expected a kill at {kill_at}:\n{out[-3000:]}"
-        assert f"SIGKILL at {kill_at}" in out
+        assert code == -signal.SIGKILL, f"expected a kill at {kill_at}:\n{out[-3000:]}"
     else:
-        assert proc.returncode == 0, out[-3000:]
+        assert code == 0, out[-3000:]
     return out
 
 
