@@ -170,7 +170,7 @@ def run_variant(broker, spark, work: Path, base: Path, n_queries: int, args, sam
     for qn, sql, table, attr in queries(n_queries):
         t1 = time.perf_counter()
         # captured when the job starts, all queries from one read of each mirror
-        register_query(spark, cfg, qn, sql, table, attr, args.fragments, capture=False)
+        register_query(spark, cfg, qn, sql, [(table, attr, args.fragments)], capture=False)
         print(f"  [{name}] registered {qn} ({time.perf_counter() - t1:.0f}s)", flush=True)
     register_s = time.perf_counter() - t0
 
@@ -245,8 +245,8 @@ def run_variant(broker, spark, work: Path, base: Path, n_queries: int, args, sam
         read_ms = (time.perf_counter() - t1) * 1000
         regs = list(read_registry(spark, lake).values())
         for i, reg in enumerate(regs):
-            tabs = check_query(cfg, reg.name, reg.sql, reg.table, reg.attribute)
-            SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()}).initialize({t: full[t] for t in tabs})
+            tabs = check_query(cfg, reg.name, reg.sql, reg.parts)
+            SketchMaintainer.from_sql(reg.sql, reg.partitions()).initialize({t: full[t] for t in tabs})
             print(f"  [{name}] full recapture {i + 1}/{len(regs)}: {time.perf_counter() - t1:.0f}s so far",
                   flush=True)
         recapture_ms = (time.perf_counter() - t1) * 1000

@@ -58,6 +58,12 @@ class TableConfig:
     columns: tuple[tuple[str, str], ...]
     primary_key: tuple[str, ...]
     source_table: str | None = None  # Debezium source.table, when several tables share a topic
+    # columns declared NOT NULL in the source: a row image with NULL there is quarantined,
+    # and the sketch safety check may rely on them never being NULL
+    not_null: tuple[str, ...] = ()
+    # declared value ranges (CHECK col BETWEEN lo AND hi) of numeric columns: enforced like
+    # not_null, and facts the safety check may use (e.g. SUM over a non-negative column)
+    ranges: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def column_names(self) -> list[str]:
@@ -99,17 +105,20 @@ class SketchConfig:
 
     name: str
     sql: str
-    partition: str  # "table.attribute"
-    fragments: int = 16
+    partitions: tuple  # ((table, attribute, fragments), ...): one per partitioned table
     mode: str = "eager"  # eager | lazy
 
     @property
     def table(self) -> str:
-        return self.partition.split(".", 1)[0]
+        return self.partitions[0][0]
 
     @property
     def attribute(self) -> str:
-        return self.partition.split(".", 1)[1]
+        return self.partitions[0][1]
+
+    @property
+    def fragments(self) -> int:
+        return self.partitions[0][2]
 
 
 @dataclass(frozen=True)
@@ -188,7 +197,7 @@ class JobConfig:
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
 _SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions", "conf"}
-_TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table"}
+_TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges"}
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
 _SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
@@ -201,25 +210,35 @@ def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str) -> SketchCon
     for k in ("name", "sql", "partition"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    part = str(raw["partition"])
-    frags = raw.get("fragments", 16)
-    if ":" in part:
-        part, _, frags = part.partition(":")
-    if "." not in part:
-        raise ConfigError(f"{w}: partition {part!r} must be TABLE.ATTRIBUTE[:FRAGMENTS]")
-    try:
-        frags = int(frags)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{w}: fragments {frags!r} is not an integer") from None
-    if frags < 1:
-        raise ConfigError(f"{w}: fragments must be >= 1, got {frags}")
-    s = SketchConfig(name=str(raw["name"]), sql=str(raw["sql"]), partition=part, fragments=frags,
+    specs = raw["partition"]
+    if isinstance(specs, str):
+        specs = specs.split(",")
+    if not isinstance(specs, list) or not specs:
+        raise ConfigError(f"{w}: partition must be 'TABLE.ATTRIBUTE[:FRAGMENTS]' or a list of them")
+    default = raw.get("fragments", 16)
+    parts = []
+    for spec in specs:
+        part, _, frags = str(spec).strip().partition(":")
+        frags = frags or default
+        if "." not in part:
+            raise ConfigError(f"{w}: partition {part!r} must be TABLE.ATTRIBUTE[:FRAGMENTS]")
+        try:
+            frags = int(frags)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{w}: fragments {frags!r} is not an integer") from None
+        if frags < 1:
+            raise ConfigError(f"{w}: fragments must be >= 1, got {frags}")
+        table, attr = part.split(".", 1)
+        _check_columns(w, table, [attr], tables)
+        if any(table == t for t, _, _ in parts):
+            raise ConfigError(f"{w}: one partition attribute per table ({table!r} given twice)")
+        parts.append((table, attr, frags))
+    s = SketchConfig(name=str(raw["name"]), sql=str(raw["sql"]), partitions=tuple(parts),
                      mode=str(raw.get("mode", "eager")))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.name):
         raise ConfigError(f"{w}: name may hold letters, digits, '_', '-', '.' only")
     if s.mode not in ("eager", "lazy"):
         raise ConfigError(f"{w}: mode {s.mode!r} is not eager or lazy")
-    _check_columns(w, s.table, [s.attribute], tables)
     return s
 
 
@@ -298,8 +317,28 @@ def _table(raw: dict, i: int, where: str) -> TableConfig:
     missing = [k for k in pk if k not in names]
     if not pk or missing:
         raise ConfigError(f"{w}: primary_key {list(pk)} must name declared columns (missing: {missing})")
+    nn = raw.get("not_null", [])
+    nn = (nn,) if isinstance(nn, str) else tuple(str(c) for c in nn)
+    unknown = [c for c in nn if c not in names]
+    if unknown:
+        raise ConfigError(f"{w}: not_null names undeclared column(s) {unknown}")
+    ranges = []
+    raw_ranges = raw.get("ranges", {})
+    if not isinstance(raw_ranges, dict):
+        raise ConfigError(f"{w}: 'ranges' must be a table of column = [min, max]")
+    types = dict(columns)
+    for c, r in raw_ranges.items():
+        if c not in types:
+            raise ConfigError(f"{w}: ranges names undeclared column {c!r}")
+        if types[c] not in ("int", "long", "double") and not _DECIMAL.match(types[c]):
+            raise ConfigError(f"{w}: ranges: column {c!r} is {types[c]}; ranges apply to numeric columns")
+        ok = (isinstance(r, list) and len(r) == 2
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r) and r[0] <= r[1])
+        if not ok:
+            raise ConfigError(f"{w}: ranges: {c!r} must be [min, max] with min <= max, got {r!r}")
+        ranges.append((str(c), r[0], r[1]))
     return TableConfig(name=name, topic=str(raw["topic"]), columns=columns, primary_key=pk,
-                       source_table=raw.get("source_table"))
+                       source_table=raw.get("source_table"), not_null=nn, ranges=tuple(ranges))
 
 
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:

@@ -7,7 +7,9 @@ Spark to bring it forward from the change feed. ``register`` proves the partitio
 advisor (``operators.sketch_advisor``) picks the attribute from the mirrors' current rows.
 The safety check used here ignores the mirrors' min/max statistics and takes every column but
 the primary key to be nullable: a registered sketch is maintained under future updates, and a
-fact of today's data (all values >= 0, no NULLs) need not hold after the next batch.
+fact of today's data (all values >= 0, no NULLs) need not hold after the next batch. What the
+config declares of a table (``not_null`` columns, value ``ranges``) does hold: the decoder
+quarantines records that break it, so the check may use it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _spark(cfg):
 
 
 def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
-    part, _, frags = spec.partition(":")
+    part, _, frags = spec.strip().partition(":")
     if "." not in part:
         raise ConfigError(f"--partition {spec!r} must be TABLE.ATTR[:FRAGMENTS]")
     table, attr = part.split(".", 1)
@@ -39,6 +41,11 @@ def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
     except ValueError:
         raise ConfigError(f"--partition {spec!r}: FRAGMENTS must be an integer") from None
     return table, attr, n
+
+
+def parse_partitions(specs, default_fragments: int) -> list[tuple[str, str, int]]:
+    """Several ``--partition`` options, each one spec or a comma-separated list of them."""
+    return [parse_partition(x, default_fragments) for spec in specs for x in spec.split(",") if x.strip()]
 
 
 def query_tables(cfg, sql: str) -> dict:
@@ -76,30 +83,42 @@ def mirror_tables(cfg, sql: str) -> dict:
     return out
 
 
-def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, nullable: dict | None = None):
-    """The advisor's choice for a registration: (Advice, chosen Candidate); ConfigError if none."""
+def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, nullable: dict | None = None,
+                     per_table: bool = False, stats: dict | None = None):
+    """The advisor's choice for a registration: (Advice, [chosen Candidate]); ConfigError if
+    none. ``per_table``: the best safe attribute of every table whose estimated sketch covers
+    at most ``PER_TABLE_MAX`` of it (sketching a table that is read almost whole gains nothing)."""
     from operators.sketch_advisor import advise_report
 
     if not any(t.num_rows for t in tables.values()):
         raise ConfigError("the advisor needs rows in the mirrors to estimate sketch sizes; "
                           "load the tables first or give --partition TABLE.ATTR")
-    advice = advise_report(sql, tables, fragments=fragments, seed=seed, stats={}, nullable=nullable)
+    advice = advise_report(sql, tables, fragments=fragments, seed=seed, stats=stats or {}, nullable=nullable)
     if advice.chosen is None:
         why = "; ".join(f"{r.table}.{r.attribute}: {r.reason}" for r in advice.refused) or "no attributes"
         raise ConfigError(f"no safe partition attribute for this query ({why})")
-    return advice, advice.chosen
+    if not per_table:
+        return advice, [advice.chosen]
+    best: dict = {}
+    for c in advice.candidates:  # smallest estimate first
+        if c.table not in best and c.estimate <= PER_TABLE_MAX:
+            best[c.table] = c
+    return advice, list(best.values()) or [advice.chosen]
+
+
+PER_TABLE_MAX = 0.5
 
 
 def cmd_advise(args) -> int:
     from operators.sketch_advisor import advise_report, format_advice
-    from streaming_app.sketch_maintainer import may_be_null
+    from streaming_app.sketch_maintainer import declared_stats, may_be_null
 
     cfg = _cfg(args)
     tables = mirror_tables(cfg, args.sql)
     if not any(t.num_rows for t in tables.values()):
         raise ConfigError("the mirrors of the query's tables have no rows yet: nothing to estimate from")
     advice = advise_report(args.sql, tables, verify=args.verify, fragments=args.fragments, theta=args.theta,
-                           seed=args.seed, stats={}, nullable=may_be_null(cfg), how="capture")
+                           seed=args.seed, stats=declared_stats(cfg), nullable=may_be_null(cfg), how="capture")
     rows = ", ".join(f"{t} {v.num_rows} rows" for t, v in tables.items())
     print(f"advise over the mirrors in {cfg.lake_root} ({rows}); {args.fragments} equi-depth fragments; "
           f"shares of the table a sketch would cover")
@@ -108,29 +127,35 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketch_maintainer import check_partition, may_be_null, register_query
+    from streaming_app.sketch_maintainer import check_partition, declared_stats, may_be_null, register_query
 
     cfg = _cfg(args)
     if args.partition:
-        table, attr, n = parse_partition(args.partition, args.fragments)
+        parts = parse_partitions(args.partition, args.fragments)
         schema = {k: list(t.column_names) for k, t in query_tables(cfg, args.sql).items()}
-        if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong
-            check_partition(args.sql, schema, table, attr, may_be_null(cfg))  # refused before Spark starts
+        for table, attr, _ in parts:
+            if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong
+                check_partition(args.sql, schema, table, attr, may_be_null(cfg), declared_stats(cfg))
     else:
         n = args.fragments
-        advice, best = choose_partition(args.sql, mirror_tables(cfg, args.sql), n, nullable=may_be_null(cfg))
-        table, attr = best.table, best.attribute
-        others = ", ".join(f"{c.table}.{c.attribute} {c.estimate:.1%}" for c in advice.candidates[1:4])
-        print(f"advisor chose {table}.{attr}: proven safe, smallest estimated sketch {best.estimate:.1%} of "
-              f"{table} (95% [{best.ci_low:.1%}, {best.ci_high:.1%}]) with {n} fragments"
+        advice, chosen = choose_partition(args.sql, mirror_tables(cfg, args.sql), n, nullable=may_be_null(cfg),
+                                          per_table=args.per_table, stats=declared_stats(cfg))
+        picked = {(c.table, c.attribute) for c in chosen}
+        others = ", ".join([f"{c.table}.{c.attribute} {c.estimate:.1%}" for c in advice.candidates
+                            if (c.table, c.attribute) not in picked][:3])
+        what = "; ".join(f"{c.table}.{c.attribute} {c.estimate:.1%} of {c.table} (95% [{c.ci_low:.1%}, "
+                         f"{c.ci_high:.1%}])" for c in chosen)
+        print(f"advisor chose {', '.join(f'{c.table}.{c.attribute}' for c in chosen)}: proven safe, smallest "
+              f"estimated sketch{' per table' if args.per_table else ''}: {what} with {n} fragments"
               + (f"; next: {others}" if others else "") + f"; {len(advice.refused)} attributes refused")
-        table = next(t.name for t in cfg.tables if t.name.lower() == table)
+        names = {t.name.lower(): t.name for t in cfg.tables}
+        parts = [(names[c.table], c.attribute, n) for c in chosen]
     spark = _spark(cfg)
-    reg = register_query(spark, cfg, args.name, args.sql, table, attr, n, args.mode, replace=args.replace,
+    reg = register_query(spark, cfg, args.name, args.sql, parts, args.mode, replace=args.replace,
                          check=False)  # proven above (explicit --partition) or chosen among proven ones
-    state = "captured" if reg.boundaries else "pending (the table has no rows yet; captured by the job)"
-    print(f"registered {reg.name}: {table}.{attr}, {n} fragments, {reg.mode}, mirror version "
-          f"{reg.capture_version}, {state}")
+    state = "captured" if reg.captured else "pending (a table has no rows yet; captured by the job)"
+    print(f"registered {reg.name}: {reg.describe()} (table.attribute:fragments), {reg.mode}, "
+          f"mirror version {reg.capture_version}, {state}")
     return 0
 
 
@@ -144,45 +169,69 @@ def cmd_drop(args) -> int:
     return 0
 
 
-def _record(cfg, name):
+def _records(cfg, name):
     from connectors import delta_sink as sink
     from streaming_app import sketch_query as sq
 
-    lake = sink.Lake(cfg.lake_root)
-    reg = sq.registration(lake, name)
-    rec = sq.lazy_refresh(_spark(cfg), cfg, name) if reg.mode == "lazy" else sq.sketch_record(lake, name)
-    return lake, reg, rec
+    reg, recs = sq.records(lambda: _spark(cfg), cfg, name)  # Spark only for a lazy query
+    return sink.Lake(cfg.lake_root), reg, recs
 
 
 def cmd_show(args) -> int:
     from streaming_app import sketch_query as sq
 
     cfg = _cfg(args)
-    lake, reg, rec = _record(cfg, args.name)
-    inside, total = sq.coverage(lake, rec, reg)
-    runs, has_null = sq.merged_runs(reg, rec["fragments"])
-    info = {
-        "query": rec["query"], "table": rec["table_name"], "attribute": rec["attribute"], "mode": reg.mode,
-        "fragments": f"{len(rec['fragments'])} of {rec['n_fragments'] + 1}",
-        "ranges": [[lo if lo is None else str(lo), hi if hi is None else str(hi)] for lo, hi in runs]
-        + ([["NULL", "NULL"]] if has_null else []),
-        "rows_covered": f"{inside} of {total} ({(100.0 * inside / total) if total else 0:.1f}%)",
-        "batch_id": rec["batch_id"], "mirror_version": rec["mirror_version"],
-        "mirror_versions": dict(rec["mirror_versions"] or []),
-    }
+    lake, reg, recs = _records(cfg, args.name)
+    tables = []
+    for part in reg.parts:
+        rec = recs.get(part.table.lower())
+        if rec is None:
+            continue
+        inside, total = sq.coverage(lake, rec, part)
+        runs, has_null = sq.merged_runs(part, rec["fragments"])
+        tables.append({
+            "table": rec["table_name"], "attribute": rec["attribute"],
+            "fragments": f"{len(rec['fragments'])} of {rec['n_fragments'] + 1}",
+            "ranges": [[lo if lo is None else str(lo), hi if hi is None else str(hi)] for lo, hi in runs]
+            + ([["NULL", "NULL"]] if has_null else []),
+            "rows_covered": f"{inside} of {total} ({(100.0 * inside / total) if total else 0:.1f}%)",
+            "mirror_version": rec["mirror_version"], "batch_id": rec["batch_id"],
+        })
+    any_rec = next(iter(recs.values()))
+    info = {"query": reg.name, "mode": reg.mode, "tables": tables,
+            "mirror_versions": dict(any_rec["mirror_versions"] or [])}
     if args.json:
         print(json.dumps(info, default=str))
-    else:
-        for k, v in info.items():
+        return 0
+    print(f"{'query':>16}: {reg.name} ({reg.mode})")
+    for t in tables:
+        for k, v in t.items():
             print(f"{k:>16}: {v}")
+    print(f"{'mirror_versions':>16}: {info['mirror_versions']}")
     return 0
 
 
 def cmd_filter(args) -> int:
     cfg = _cfg(args)
-    _, _, rec = _record(cfg, args.name)
-    print(rec["predicate"])
+    _, reg, recs = _records(cfg, args.name)
+    if args.table:
+        rec = recs.get(args.table.lower())
+        if rec is None:
+            raise ConfigError(f"sketch {args.name!r} has no partitioned table {args.table!r} "
+                              f"(it has {', '.join(p.table for p in reg.parts)})")
+        print(rec["predicate"])
+    elif len(recs) == 1:
+        print(next(iter(recs.values()))["predicate"])
+    else:  # one line per table: "table: predicate"
+        for part in reg.parts:
+            if part.table.lower() in recs:
+                print(f"{part.table}: {recs[part.table.lower()]['predicate']}")
     return 0
+
+
+def _scan_line(run) -> str:
+    per = ", ".join(f"{t} {s['files']} files {s['bytes']:,} B" for t, s in sorted(run.scan.items()))
+    return f"{len(run.rows)} rows, {run.files} files, {run.bytes:,} bytes, {run.seconds * 1000:.0f} ms ({per})"
 
 
 def cmd_query(args) -> int:
@@ -191,12 +240,15 @@ def cmd_query(args) -> int:
     cfg = _cfg(args)
     out = run_query(_spark(cfg), cfg, args.sql, args.use_sketch)
     p = out["plain"]
-    print(f"without sketch: {len(p.rows)} rows, {p.files} files, {p.bytes} bytes, {p.seconds * 1000:.0f} ms")
+    print(f"without sketch: {_scan_line(p)}")
     if "sketch" in out:
         s = out["sketch"]
-        print(f"with sketch {args.use_sketch}: {len(s.rows)} rows, {s.files} files, {s.bytes} bytes, "
-              f"{s.seconds * 1000:.0f} ms")
-        print(f"predicate: {out['predicate']}")
+        print(f"with sketch {args.use_sketch}: {_scan_line(s)}")
+        if s.bytes:
+            print(f"data read: {p.bytes / s.bytes:.1f}x less with the sketch")
+        for t, pred in out["predicates"].items():
+            e = out["expected"][t]
+            print(f"predicate on {t}: {pred}  (Delta file statistics: {e['files']} of {e['files_total']} files)")
         print(f"results equal: {out['equal']}")
     if args.show_rows:
         for r in p.rows[: args.show_rows]:
@@ -227,8 +279,13 @@ def add_commands(sub, common) -> None:
     common(r, ui=False)
     r.add_argument("--name", required=True, help="query name")
     r.add_argument("--sql", required=True, help="the SQL query (over the declared tables)")
-    r.add_argument("--partition", help="TABLE.ATTR[:FRAGMENTS] to range-partition (refused unless proven "
-                                       "safe); without it the cost-based advisor chooses")
+    r.add_argument("--partition", action="append",
+                   help="TABLE.ATTR[:FRAGMENTS] to range-partition (refused unless proven safe); repeat it or "
+                        "separate with commas to sketch several tables of the query (one attribute per table); "
+                        "without it the cost-based advisor chooses")
+    r.add_argument("--per-table", action="store_true",
+                   help="without --partition: the advisor's best attribute on every table the query reads "
+                        f"whose sketch would cover at most {PER_TABLE_MAX:.0%} of it (more data skipped)")
     r.add_argument("--fragments", type=int, default=16, help="fragments when --partition gives none (16)")
     r.add_argument("--mode", choices=["eager", "lazy"], default="eager",
                    help="eager: maintained every batch; lazy: when the sketch is asked for")
@@ -259,6 +316,7 @@ def add_commands(sub, common) -> None:
     f = ss.add_parser("filter", help="the sketch's SQL predicate (adjacent ranges merged)")
     common(f, ui=False)
     f.add_argument("name")
+    f.add_argument("--table", help="only this partitioned table's predicate (default: all, one per line)")
     f.set_defaults(fn=cmd_filter)
 
     lay = ss.add_parser("layout", help="cluster a mirror by an attribute for skipping (OPTIMIZE ZORDER BY)")

@@ -2,7 +2,8 @@
 
 Tables under the lake root (all Delta):
 
-* ``registered_queries`` - one row per registered query: name, SQL, partitioned table and
+* ``registered_queries`` - one row per registered query and partitioned table (a sketch may
+  partition several of the query's tables, one attribute each): name, SQL, table and
   attribute, fragment count, the equi-depth boundaries (JSON, typed) computed from the mirror,
   mode (eager | lazy), the mirror version the boundaries were taken at. Written by
   ``register_query`` (CLI ``ivmstream sketch register`` or a ``[[sketches]]`` config entry);
@@ -10,8 +11,9 @@ Tables under the lake root (all Delta):
   milliseconds) and re-reads it only when it moved: a registration takes effect at the next batch.
 * ``sketch_deltas`` - (query, batch_id, table_name, fragment, change +1/-1, lower, upper):
   the fragments a batch added to / removed from a sketch. One append per batch (txn).
-* ``sketches`` - the current sketch per query: fragment ids, ranges, bitset, predicate, the
-  batch and mirror version it reflects. Kept by MERGE on the query name (txn on the batch id).
+* ``sketches`` - the current sketch per query and partitioned table: fragment ids, ranges,
+  bitset, predicate, the batch and mirror version it reflects. Kept by MERGE on (query,
+  table) (txn on the batch id).
 * ``sketch_state`` - engine snapshots (``SketchMaintainer.snapshot()`` bytes) with the mirror
   versions they reflect, every ``snapshot_every`` batches; the job restores the newest usable
   one at start-up and brings it forward from the change feed (else recaptures from the mirror).
@@ -43,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from operators.errors import ConfigError
+from operators.errors import ConfigError, StateError
 from streaming_app import sketch_spark
 
 REGISTERED_DDL = ("name STRING, sql STRING, partition_table STRING, attribute STRING, fragments INT, "
@@ -93,27 +95,81 @@ def _fmt(v) -> str | None:
 # -- registration ---------------------------------------------------------------------------------
 
 @dataclass
-class Registration:
-    name: str
-    sql: str
+class Part:
+    """One range-partitioned table of a registration (one ``registered_queries`` row)."""
+
     table: str
     attribute: str
     fragments: int
-    boundaries: list | None
-    mode: str = "eager"
+    boundaries: list | None = None  # None until the mirror has values (capture computes them)
     capture_version: int | None = None
-    registered_at: dt.datetime | None = None
 
     def partition(self):
         from operators.sketch import RangePartition
 
         return RangePartition(self.attribute, self.boundaries)
 
+    def __str__(self) -> str:
+        return f"{self.table}.{self.attribute}:{self.fragments}"
+
+
+@dataclass
+class Registration:
+    """A registered query and its partitioned tables. A sketch on several tables restricts
+    each of them when the query runs again; PBDS's safety check is made per table and holds
+    for any data, so restricting one table leaves the other tables' sketches valid and the
+    restrictions compose."""
+
+    name: str
+    sql: str
+    parts: list
+    mode: str = "eager"
+    registered_at: dt.datetime | None = None
+
+    @property
+    def captured(self) -> bool:
+        return all(p.boundaries is not None for p in self.parts)
+
+    @property
+    def capture_version(self) -> int | None:
+        return self.parts[0].capture_version
+
+    def partitions(self) -> dict:
+        return {p.table.lower(): p.partition() for p in self.parts}
+
+    def part(self, table: str) -> Part:
+        return next(p for p in self.parts if p.table.lower() == table.lower())
+
+    def describe(self) -> str:
+        return ", ".join(map(str, self.parts))
+
     @classmethod
-    def from_row(cls, r) -> "Registration":
-        return cls(r["name"], r["sql"], r["partition_table"], r["attribute"], int(r["fragments"]),
-                   bounds_from_json(r["boundaries"]) if r["boundaries"] else None, r["mode"] or "eager",
-                   r["capture_version"], r["registered_at"])
+    def from_rows(cls, rows: list) -> "Registration":
+        """From the ``registered_queries`` rows of one name (one per partitioned table)."""
+        r0 = rows[0]
+        parts = [Part(r["partition_table"], r["attribute"], int(r["fragments"]),
+                      bounds_from_json(r["boundaries"]) if r["boundaries"] else None, r["capture_version"])
+                 for r in sorted(rows, key=lambda r: r["partition_table"])]
+        return cls(r0["name"], r0["sql"], parts, r0["mode"] or "eager", r0["registered_at"])
+
+
+def group_registrations(rows) -> dict[str, Registration]:
+    by: dict = {}
+    for r in rows:
+        by.setdefault(r["name"], []).append(r)
+    return {n: Registration.from_rows(rs) for n, rs in by.items()}
+
+
+def as_parts(partitions) -> list[Part]:
+    """``[(table, attribute, fragments), ...]`` (or Parts) -> Parts; one per table."""
+    parts = [p if isinstance(p, Part) else Part(p[0], p[1], int(p[2])) for p in partitions]
+    if not parts:
+        raise ConfigError("a sketch needs at least one partitioned table")
+    seen = [p.table.lower() for p in parts]
+    dup = sorted({t for t in seen if seen.count(t) > 1})
+    if dup:
+        raise ConfigError(f"one partition attribute per table: {', '.join(dup)} given twice")
+    return parts
 
 
 def ensure_tables(spark, lake: sink.Lake) -> None:
@@ -124,7 +180,7 @@ def ensure_tables(spark, lake: sink.Lake) -> None:
 
 def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
     rows = spark.read.format("delta").load(lake.output(REGISTERED)).collect()
-    return {r["name"]: Registration.from_row(r.asDict()) for r in rows}
+    return group_registrations([r.asDict() for r in rows])
 
 
 def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int):
@@ -137,48 +193,65 @@ def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragm
     return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
 
 
-def check_query(cfg, name: str, sql: str, table: str, attribute: str) -> list[str]:
-    """Parse and plan the query against the config's table schemas; the tables it reads."""
+def check_query(cfg, name: str, sql: str, parts) -> list[str]:
+    """Parse and plan the query against the config's table schemas with its partitions
+    (``Part``s or (table, attribute, ...) tuples); the tables it reads."""
     from operators.sketch import RangePartition, SketchMaintainer
 
     names = {t.name for t in cfg.tables}
-    if table not in names:
-        raise ConfigError(f"sketch {name!r}: table {table!r} is not declared in [[tables]]")
-    if attribute not in cfg.table(table).column_names:
-        raise ConfigError(f"sketch {name!r}: table {table!r} has no column {attribute!r}")
-    m = SketchMaintainer.from_sql(sql, {table: RangePartition(attribute, [0, 1])})
+    for p in parts:
+        table, attribute = (p.table, p.attribute) if isinstance(p, Part) else (p[0], p[1])
+        if table not in names:
+            raise ConfigError(f"sketch {name!r}: table {table!r} is not declared in [[tables]]")
+        if attribute not in cfg.table(table).column_names:
+            raise ConfigError(f"sketch {name!r}: table {table!r} has no column {attribute!r}")
+    parts = as_parts(parts)
+    m = SketchMaintainer.from_sql(sql, {p.table: RangePartition(p.attribute, [0, 1]) for p in parts})
     m.prepare({t.name: t.column_names for t in cfg.tables})
-    if table.lower() not in m.tables:
-        raise ConfigError(f"sketch {name!r}: the query does not read the partitioned table {table!r}")
+    for p in parts:
+        if p.table.lower() not in m.tables:
+            raise ConfigError(f"sketch {name!r}: the query does not read the partitioned table {p.table!r}")
     return list(m.tables)
 
 
-def _reg_row(reg: Registration) -> pa.Table:
+def _reg_rows(reg: Registration) -> pa.Table:
+    n = len(reg.parts)
     return pa.table({
-        "name": [reg.name], "sql": [reg.sql], "partition_table": [reg.table], "attribute": [reg.attribute],
-        "fragments": pa.array([reg.fragments], pa.int32()),
-        "boundaries": pa.array([bounds_to_json(reg.boundaries) if reg.boundaries else None], pa.string()),
-        "mode": [reg.mode], "capture_version": pa.array([reg.capture_version], pa.int64()),
-        "registered_at": pa.array([reg.registered_at], pa.timestamp("us", tz="UTC")),
+        "name": [reg.name] * n, "sql": [reg.sql] * n, "partition_table": [p.table for p in reg.parts],
+        "attribute": [p.attribute for p in reg.parts],
+        "fragments": pa.array([p.fragments for p in reg.parts], pa.int32()),
+        "boundaries": pa.array([bounds_to_json(p.boundaries) if p.boundaries else None for p in reg.parts],
+                               pa.string()),
+        "mode": [reg.mode] * n, "capture_version": pa.array([p.capture_version for p in reg.parts], pa.int64()),
+        "registered_at": pa.array([reg.registered_at] * n, pa.timestamp("us", tz="UTC")),
     })
 
 
 def may_be_null(cfg) -> dict:
-    """table -> columns a CDC record may set to NULL (all but the primary key): the safety
-    check must hold for the mirror after any future batch, not only for today's rows."""
-    return {t.name.lower(): set(t.column_names) - set(t.primary_key) for t in cfg.tables}
+    """table -> columns a CDC record may set to NULL (all but the primary key and the
+    declared ``not_null`` columns, which the decoder enforces): the safety check must hold
+    for the mirror after any future batch, not only for today's rows."""
+    return {t.name.lower(): set(t.column_names) - set(t.primary_key) - set(t.not_null) for t in cfg.tables}
 
 
-def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None) -> str:
-    """The safety check for an explicit --partition (``schema``: table -> column names);
-    UnsafeSketchError with the reason if refused."""
+def declared_stats(cfg) -> dict:
+    """table -> column -> (min, max) from the tables' declared ``ranges``: the decoder
+    quarantines values outside them, so they hold for the mirror after any future batch
+    (PBDS's pred(R) for the safety check)."""
+    return {t.name.lower(): {c: (lo, hi) for c, lo, hi in t.ranges} for t in cfg.tables if t.ranges}
+
+
+def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None,
+                    stats: dict | None = None) -> str:
+    """The safety check for an explicit --partition (``schema``: table -> column names;
+    ``stats``: declared ranges); UnsafeSketchError with the reason if refused."""
     from operators.errors import UnsafeSketchError, UnsupportedSqlError
     from operators.sketch_safety import check_safety
 
     if table.lower() not in schema:
         raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
     try:
-        r = check_safety(sql, table, attr, schema=schema, stats={}, nullable=nullable or {})
+        r = check_safety(sql, table, attr, schema=schema, stats=stats or {}, nullable=nullable or {})
     except UnsupportedSqlError as e:  # not proven safe is not safe
         raise UnsafeSketchError(f"refused --partition {table}.{attr}: the safety check cannot analyse "
                                 f"this query ({e})") from None
@@ -187,46 +260,53 @@ def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dic
     return r.reason
 
 
-def check_safe(cfg, name: str, sql: str, table: str, attribute: str) -> str:
-    """The PBDS safety check for a registration, for any future data (every non-key column
-    may become NULL, no statistics of today's rows); UnsafeSketchError names the reason."""
+def check_safe(cfg, name: str, sql: str, parts) -> list[str]:
+    """The PBDS safety check for a registration, per partitioned table, for any future data
+    (every non-key column may become NULL, no statistics of today's rows); UnsafeSketchError
+    names the reason. Returns each table's reason for being safe."""
     from operators.errors import UnsafeSketchError
 
     schema = {t.name.lower(): t.column_names for t in cfg.tables}
-    try:
-        return check_partition(sql, schema, table, attribute, may_be_null(cfg))
-    except UnsafeSketchError as e:
-        raise UnsafeSketchError(f"sketch {name!r}: {e}") from None
+    out = []
+    for p in as_parts(parts):
+        try:
+            out.append(check_partition(sql, schema, p.table, p.attribute, may_be_null(cfg), declared_stats(cfg)))
+        except UnsafeSketchError as e:
+            raise UnsafeSketchError(f"sketch {name!r}: {e}") from None
+    return out
 
 
-def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, fragments: int = 16,
-                   mode: str = "eager", *, replace: bool = False, capture: bool = True,
-                   check: bool = True) -> Registration:
-    """Store the query in ``registered_queries`` with boundaries from the mirror's current
-    version; with ``capture`` also capture the initial sketch and state there (``sketches`` and
-    ``sketch_state`` rows). The running job picks the row up at its next batch. A partition
-    attribute the safety check cannot prove safe is refused (UnsafeSketchError)."""
+def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eager", *,
+                   replace: bool = False, capture: bool = True, check: bool = True) -> Registration:
+    """Store the query in ``registered_queries`` (one row per partitioned table of
+    ``partitions`` = [(table, attribute, fragments), ...]) with boundaries from each mirror's
+    current version; with ``capture`` also capture the initial sketch and state there
+    (``sketches`` and ``sketch_state`` rows). The running job picks the rows up at its next
+    batch. A partition attribute the safety check cannot prove safe is refused
+    (UnsafeSketchError)."""
     lake = sink.Lake(cfg.lake_root)
     for t in cfg.tables:
         sink.ensure_mirror(spark, lake, t)
     ensure_tables(spark, lake)
     if mode not in ("eager", "lazy"):
         raise ConfigError(f"sketch {name!r}: mode {mode!r} is not eager or lazy")
-    if fragments < 1:
+    parts = as_parts(partitions)
+    if any(p.fragments < 1 for p in parts):
         raise ConfigError(f"sketch {name!r}: fragments must be >= 1")
-    check_query(cfg, name, sql, table, attribute)
+    check_query(cfg, name, sql, parts)
     if check:
-        check_safe(cfg, name, sql, table, attribute)
+        check_safe(cfg, name, sql, parts)
     existing = read_registry(spark, lake)
     if name in existing and not replace:
         raise ConfigError(f"sketch {name!r} is already registered (drop it first)")
     if name in existing:
         drop_query(spark, cfg, name)
-    version = sink.latest_version(spark, lake.mirror(table))
-    bounds = compute_boundaries(spark, lake, table, attribute, fragments, version)
-    reg = Registration(name, sql, table, attribute, fragments, bounds, mode, version, sink.utcnow())
+    for p in parts:
+        p.capture_version = sink.latest_version(spark, lake.mirror(p.table))
+        p.boundaries = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
+    reg = Registration(name, sql, parts, mode, sink.utcnow())
     append_registration(spark, lake, reg)
-    if capture and bounds is not None:
+    if capture and reg.captured:
         q = QueryState(reg)
         versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
         q.capture(spark, lake, cfg, versions)
@@ -236,7 +316,7 @@ def register_query(spark, cfg, name: str, sql: str, table: str, attribute: str, 
 
 
 def append_registration(spark, lake, reg: Registration) -> None:
-    spark.createDataFrame(_reg_row(reg)).write.format("delta").mode("append").save(lake.output(REGISTERED))
+    spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(lake.output(REGISTERED))
 
 
 def drop_query(spark, cfg, name: str) -> bool:
@@ -281,14 +361,15 @@ class QueryState:
         from operators.sketch import SketchMaintainer
 
         reg = self.reg
-        if reg.boundaries is None:
-            v = versions.get(reg.table, 0)
-            bounds = compute_boundaries(spark, lake, reg.table, reg.attribute, reg.fragments, v)
-            if bounds is None:
-                return False
-            reg.boundaries, reg.capture_version = bounds, v
-            _store_boundaries(spark, lake, reg)
-        self.tables = check_query(cfg, reg.name, reg.sql, reg.table, reg.attribute)
+        for p in reg.parts:
+            if p.boundaries is None:
+                v = versions.get(p.table, 0)
+                bounds = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, v)
+                if bounds is None:
+                    return False
+                p.boundaries, p.capture_version = bounds, v
+                _store_boundaries(spark, lake, reg.name, p)
+        self.tables = check_query(cfg, reg.name, reg.sql, reg.parts)
         data = {}
         for t in self.tables:
             key = (t, versions[t])
@@ -299,7 +380,7 @@ class QueryState:
                 if tables_cache is not None:
                     tables_cache[key] = data[t]
         large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}
-        self.engine = SketchMaintainer.from_sql(reg.sql, {reg.table: reg.partition()},
+        self.engine = SketchMaintainer.from_sql(reg.sql, reg.partitions(),
                                                 store_factory=sketch_spark.delta_side_factory(large))
         self.versions = {t: versions[t] for t in self.tables}
         self.engine.initialize(data)
@@ -331,28 +412,36 @@ class QueryState:
     def spark_probes(self) -> int:
         return sum(s.probes for s, _ in sketch_spark.delta_sides(self.engine)) if self.engine else 0
 
-    def fragments(self) -> list[int]:
-        return list(self.engine.sketch.get(self.reg.table.lower(), []))
+    def fragments(self, table: str) -> list[int]:
+        return list(self.engine.sketch.get(table.lower(), []))
 
-    def sketch_row(self, batch_id: int) -> dict:
-        p = self.engine.partitions[self.reg.table.lower()]
-        frags = self.fragments()
-        bits = np.zeros(p.n_fragments + 1, dtype=bool)
-        bits[frags] = True
-        return {
-            "query": self.name, "table_name": self.reg.table, "attribute": self.reg.attribute,
-            "fragments": frags,
-            "ranges": json.dumps([[_fmt(x) for x in p.range_of(i)] for i in frags]),
-            "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
-            "predicate": p.predicate(frags), "batch_id": batch_id,
-            "mirror_version": self.versions.get(self.reg.table.lower(), self.versions.get(self.reg.table)),
-            "mirror_versions": list(self.versions.items()),
-        }
+    def all_fragments(self) -> dict:
+        return {p.table.lower(): set(self.fragments(p.table)) for p in self.reg.parts}
+
+    def sketch_rows(self, batch_id: int) -> list[dict]:
+        """One ``sketches`` row per partitioned table."""
+        out = []
+        for part in self.reg.parts:
+            p = self.engine.partitions[part.table.lower()]
+            frags = self.fragments(part.table)
+            bits = np.zeros(p.n_fragments + 1, dtype=bool)
+            bits[frags] = True
+            out.append({
+                "query": self.name, "table_name": part.table, "attribute": part.attribute,
+                "fragments": frags,
+                "ranges": json.dumps([[_fmt(x) for x in p.range_of(i)] for i in frags]),
+                "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
+                "predicate": p.predicate(frags), "batch_id": batch_id,
+                "mirror_version": self.versions.get(part.table.lower(), self.versions.get(part.table)),
+                "mirror_versions": list(self.versions.items()),
+            })
+        return out
 
     def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None,
                       reads: dict | None = None):
         """Apply the change feed from the state's versions to ``target``; the SketchDelta
-        (None if nothing changed) and the number of delta rows read.  ``reads``: table ->
+        (None if nothing changed; else (added, removed), each table -> fragment ids) and the
+        number of delta rows read.  ``reads``: table ->
         (Spark condition, columns) to read with (several queries' push-downs combined, so
         that one read in ``cache`` serves them all); default: this query's own."""
         from operators.sketch import RecaptureRequired
@@ -380,30 +469,31 @@ class QueryState:
         if not deltas:
             self.versions = new_versions
             return None, 0
-        before = set(self.fragments())
+        before = self.all_fragments()
         t_apply = time.perf_counter()
         try:
             sd = self.engine.apply(deltas)
             self.last_apply_ms = (time.perf_counter() - t_apply) * 1000
             self.versions = new_versions
-            added = set(sd.added.get(self.reg.table.lower(), set()))
-            removed = set(sd.removed.get(self.reg.table.lower(), set()))
+            added = {t: set(sd.added.get(t, set())) for t in before}
+            removed = {t: set(sd.removed.get(t, set())) for t in before}
         except RecaptureRequired:
             self.capture(spark, lake, cfg, {**self.versions, **new_versions})
-            after = set(self.fragments())
-            added, removed = after - before, before - after
-        if added or removed:
+            after = self.all_fragments()
+            added = {t: after[t] - before[t] for t in before}
+            removed = {t: before[t] - after[t] for t in before}
+        if any(added.values()) or any(removed.values()):
             self.dirty = True
         return (added, removed), rows
 
 
-def _store_boundaries(spark, lake, reg: Registration) -> None:
+def _store_boundaries(spark, lake, name: str, part: Part) -> None:
     from delta.tables import DeltaTable
 
-    lit = reg.name.replace("'", "''")
+    lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
     DeltaTable.forPath(spark, lake.output(REGISTERED)).update(
-        f"name = '{lit}' AND boundaries IS NULL",
-        {"boundaries": f"'{bounds_to_json(reg.boundaries)}'", "capture_version": str(reg.capture_version)})
+        f"name = '{lit}' AND partition_table = '{tlit}' AND boundaries IS NULL",
+        {"boundaries": f"'{bounds_to_json(part.boundaries)}'", "capture_version": str(part.capture_version)})
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -423,22 +513,25 @@ def write_sketch_rows(spark, lake, queries: list[QueryState], batch_id: int, app
     if not queries:
         return
     now = sink.utcnow()
-    rows = [{**q.sketch_row(batch_id), "updated_at": now} for q in queries]
+    rows = [{**r, "updated_at": now} for q in queries for r in q.sketch_rows(batch_id)]
     src = pa.Table.from_pylist(rows, schema=_SKETCH_SCHEMA)
     sink.merge_small(spark, lake.output(SKETCHES), src, ["query", "table_name"], app_id, batch_id)
     for q in queries:
         q.dirty = False
 
 
-def delta_rows(q: QueryState, batch_id: int, added, removed) -> list[dict]:
-    p = q.engine.partitions[q.reg.table.lower()]
+def delta_rows(q: QueryState, batch_id: int, added: dict, removed: dict) -> list[dict]:
+    """``sketch_deltas`` rows of one query's batch (``added``/``removed``: table -> ids)."""
     out = []
-    for change, ids in ((1, added), (-1, removed)):
-        for i in sorted(ids):
-            lo, hi = p.range_of(i)
-            out.append({"query": q.name, "batch_id": batch_id, "table_name": q.reg.table, "fragment": int(i),
-                        "change": change, "lower": _fmt(lo), "upper": _fmt(hi),
-                        "mirror_version": q.versions.get(q.reg.table.lower())})
+    for part in q.reg.parts:
+        t = part.table.lower()
+        p = q.engine.partitions[t]
+        for change, ids in ((1, added.get(t, ())), (-1, removed.get(t, ()))):
+            for i in sorted(ids):
+                lo, hi = p.range_of(i)
+                out.append({"query": q.name, "batch_id": batch_id, "table_name": part.table, "fragment": int(i),
+                            "change": change, "lower": _fmt(lo), "upper": _fmt(hi),
+                            "mirror_version": q.versions.get(t)})
     return out
 
 
@@ -508,17 +601,22 @@ class SketchStreamMaintainer:
         for s in self.cfg.sketches:
             if s.name in have:
                 continue
-            register_query(spark, self.cfg, s.name, s.sql, s.table, s.attribute, s.fragments, s.mode,
-                           capture=False)
+            register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False)
 
     def _state_for(self, spark, job, reg: Registration, versions: dict, tables_cache: dict) -> QueryState | None:
         q = QueryState(reg)
-        if reg.boundaries is not None:
+        if reg.captured:
             snap = latest_snapshot(spark, job.lake, reg, versions)
             if snap is not None:
-                q.restore(*snap)
-                q.bring_forward(spark, job.lake, self.cfg, versions)
-                return q
+                try:
+                    q.restore(*snap)
+                except StateError as e:  # written by an older build: its encoding is not read any more
+                    print(f"sketches: {reg.name}: snapshot not usable ({e}); recapturing from the mirrors",
+                          flush=True)
+                else:
+                    q.bring_forward(spark, job.lake, self.cfg, versions)
+                    return q
+                q = QueryState(reg)
         q.capture(spark, job.lake, self.cfg, versions, tables_cache)
         return q
 
@@ -585,8 +683,8 @@ class SketchStreamMaintainer:
             if res is not None:
                 deltas += delta_rows(q, ctx.batch_id, *res)
             metrics[q.name] = {"delta_rows": rows, "apply_ms": round(q.last_apply_ms if res is not None else 0.0, 2),
-                               "added": len(res[0]) if res else 0,
-                               "removed": len(res[1]) if res else 0,
+                               "added": sum(map(len, res[0].values())) if res else 0,
+                               "removed": sum(map(len, res[1].values())) if res else 0,
                                "spark_probes": q.spark_probes() - probes,
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
         sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch outputs")

@@ -1,11 +1,11 @@
 """Using sketches: show, filter, lazy refresh, and running a query over the mirrors with and
 without a sketch's predicate (data skipping), counting the Delta files it has to read.
 
-Files scanned are counted from the Delta log's file statistics (delta-rs add actions): the
-plain query reads every file of each table; with the sketch, a file of the partitioned table
-is read only if its [min, max] of the partition attribute overlaps one of the sketch's merged
-ranges (or it holds NULLs and the sketch has the NULL fragment) - the same file pruning Delta
-does for the pushed-down predicate.
+Files and bytes scanned are Spark's own scan metrics (files left after Delta's data skipping,
+summed over the plan's scans). Beside them, ``file_stats`` predicts the same from the Delta
+log's file statistics (delta-rs add actions): a file of a partitioned table is read only if
+its [min, max] of the partition attribute overlaps one of the sketch's merged ranges (or it
+holds NULLs and the sketch has the NULL fragment).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from operators.errors import ConfigError
+from operators.errors import ConfigError, StateError
 from streaming_app import sketch_maintainer as sm
 
 
@@ -37,16 +37,17 @@ def registration(lake: sink.Lake, name: str) -> sm.Registration:
     rows = [] if t is None else [r for r in t.to_pylist() if r["name"] == name]
     if not rows:
         raise ConfigError(f"no registered sketch named {name!r} in {lake.root}")
-    return sm.Registration.from_row(rows[-1])
+    return sm.Registration.from_rows(rows)
 
 
-def sketch_record(lake: sink.Lake, name: str) -> dict:
+def sketch_records(lake: sink.Lake, name: str) -> dict:
+    """partitioned table (lower case) -> its ``sketches`` row for the query."""
     t = _dl_table(lake.output(sm.SKETCHES))
     rows = [] if t is None else [r for r in t.to_pylist() if r["query"] == name]
     if not rows:
         raise ConfigError(f"sketch {name!r} has not been captured yet (no row in 'sketches'; "
                           "the job captures it at its next batch once the table has rows)")
-    return rows[0]
+    return {r["table_name"].lower(): r for r in rows}
 
 
 def lazy_refresh(spark, cfg, name: str) -> dict:
@@ -58,37 +59,50 @@ def lazy_refresh(spark, cfg, name: str) -> dict:
         raise ConfigError(f"no registered sketch named {name!r}")
     latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
     q = sm.QueryState(reg)
-    snap = sm.latest_snapshot(spark, lake, reg, None) if reg.boundaries is not None else None
+    snap = sm.latest_snapshot(spark, lake, reg, None) if reg.captured else None
+    moved = True
     if snap is not None:
-        q.restore(*snap)
-        before = dict(q.versions)
-        q.bring_forward(spark, lake, cfg, latest)
-        moved = q.versions != before
-    else:
-        if not q.capture(spark, lake, cfg, latest):
-            raise ConfigError(f"sketch {name!r}: table {reg.table!r} has no rows to partition yet")
-        moved = True
+        try:
+            q.restore(*snap)
+        except StateError:  # an older build's encoding: recapture below
+            q, snap = sm.QueryState(reg), None
+        else:
+            before = dict(q.versions)
+            q.bring_forward(spark, lake, cfg, latest)
+            moved = q.versions != before
+    if snap is None and not q.capture(spark, lake, cfg, latest):
+        empty = [p.table for p in reg.parts if p.boundaries is None]
+        raise ConfigError(f"sketch {name!r}: table {', '.join(empty)} has no rows to partition yet")
     if moved:
         sm.write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
         sm.write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
-    return sketch_record(lake, name)
+    return sketch_records(lake, name)
 
 
-def coverage(lake: sink.Lake, rec: dict, reg: sm.Registration) -> tuple[int, int]:
+def records(spark, cfg, name: str) -> tuple[sm.Registration, dict]:
+    """The registration and its ``sketches`` rows, a lazy query brought forward first."""
+    lake = sink.Lake(cfg.lake_root)
+    reg = registration(lake, name)
+    if reg.mode == "lazy":
+        return reg, lazy_refresh(spark() if callable(spark) else spark, cfg, name)
+    return reg, sketch_records(lake, name)
+
+
+def coverage(lake: sink.Lake, rec: dict, part: sm.Part) -> tuple[int, int]:
     """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
     import deltalake
 
-    col = deltalake.DeltaTable(lake.mirror(reg.table)).to_pyarrow_table(columns=[reg.attribute]).column(reg.attribute)
-    ids = reg.partition().fragment_of(col)
+    col = deltalake.DeltaTable(lake.mirror(part.table)).to_pyarrow_table(columns=[part.attribute]).column(part.attribute)
+    ids = part.partition().fragment_of(col)
     inside = np.isin(ids, np.asarray(rec["fragments"], dtype=np.int64))
     return int(inside.sum()), len(ids)
 
 
 # -- file statistics -------------------------------------------------------------------------------
 
-def merged_runs(reg: sm.Registration, fragments) -> tuple[list, bool]:
+def merged_runs(part: sm.Part, fragments) -> tuple[list, bool]:
     """Sketch fragments as merged value ranges [(lo or None, hi or None)], plus 'has NULL'."""
-    return partition_runs(reg.partition(), fragments)
+    return partition_runs(part.partition(), fragments)
 
 
 def partition_runs(p, fragments) -> tuple[list, bool]:
@@ -147,11 +161,9 @@ class QueryRun:
     scan: dict = field(default_factory=dict)  # Spark's scan metrics per table (see scan_metrics)
 
 
-def _register_views(spark, cfg, predicate: tuple[str, str] | None = None, predicates: dict | None = None) -> None:
+def _register_views(spark, cfg, predicates: dict | None = None) -> None:
     lake = sink.Lake(cfg.lake_root)
     preds = dict(predicates or {})
-    if predicate:
-        preds[predicate[0]] = predicate[1]
     for t in cfg.tables:
         df = spark.read.format("delta").load(lake.mirror(t.name))
         if t.name in preds:
@@ -204,7 +216,7 @@ def run_with_predicates(spark, cfg, sql: str, predicates: dict | None = None) ->
     e.g. the predicates of an engine sketch partitioned on several tables) restricted; files /
     bytes here are Spark's (``scan_metrics``), summed over the tables the plan scanned."""
     lake = sink.Lake(cfg.lake_root)
-    _register_views(spark, cfg, predicates=predicates)
+    _register_views(spark, cfg, predicates)
     try:
         t0 = time.perf_counter()
         df = spark.sql(sql)
@@ -241,28 +253,24 @@ def _norm(rows) -> list:
 
 
 def run_query(spark, cfg, sql: str, use_sketch: str | None = None) -> dict:
+    """Run ``sql`` over the mirrors, and with ``use_sketch`` again with every partitioned
+    table restricted to the sketch; files and bytes are Spark's scan metrics (files left after
+    Delta's data skipping), ``expected`` what the Delta log's file statistics predict for the
+    partitioned tables, ``equal`` whether both results agree."""
     lake = sink.Lake(cfg.lake_root)
-    stats = {t.name: file_stats(lake.mirror(t.name)) for t in cfg.tables}
-    _register_views(spark, cfg)
-    t0 = time.perf_counter()
-    plain = spark.sql(sql).collect()
-    plain_run = QueryRun(_norm(plain), time.perf_counter() - t0, sum(s["files"] for s in stats.values()),
-                         sum(s["bytes"] for s in stats.values()))
-    out = {"plain": plain_run}
+    out = {"plain": run_with_predicates(spark, cfg, sql)}
     if use_sketch:
-        reg = sm.read_registry(spark, lake).get(use_sketch)
-        if reg is None:
-            raise ConfigError(f"no registered sketch named {use_sketch!r}")
-        rec = lazy_refresh(spark, cfg, use_sketch) if reg.mode == "lazy" else sketch_record(lake, use_sketch)
-        runs, has_null = merged_runs(reg, rec["fragments"])
-        pstats = dict(stats)
-        pstats[reg.table] = file_stats(lake.mirror(reg.table), reg.attribute, runs, has_null)
-        _register_views(spark, cfg, (reg.table, rec["predicate"]))
-        t0 = time.perf_counter()
-        sk = spark.sql(sql).collect()
-        out["sketch"] = QueryRun(_norm(sk), time.perf_counter() - t0, sum(s["files"] for s in pstats.values()),
-                                 sum(s["bytes"] for s in pstats.values()))
-        out["predicate"] = rec["predicate"]
+        reg, recs = records(spark, cfg, use_sketch)
+        preds, expected = {}, {}
+        for part in reg.parts:
+            rec = recs.get(part.table.lower())
+            if rec is None:
+                raise ConfigError(f"sketch {use_sketch!r} has no row for table {part.table!r} yet")
+            preds[part.table] = rec["predicate"]
+            runs, has_null = merged_runs(part, rec["fragments"])
+            expected[part.table] = file_stats(lake.mirror(part.table), part.attribute, runs, has_null)
+        out["sketch"] = run_with_predicates(spark, cfg, sql, preds)
+        out["predicates"] = preds
+        out["expected"] = expected
         out["equal"] = results_equal(sql, out["plain"].rows, out["sketch"].rows)
-        _register_views(spark, cfg)
     return out

@@ -43,12 +43,18 @@ Q_TOPK = ("SELECT o_orderkey, SUM(l_extendedprice) AS revenue FROM orders JOIN l
           "ON o_orderkey = l_orderkey GROUP BY o_orderkey ORDER BY revenue DESC LIMIT 5")
 Q_MINMAX = ("SELECT c_nationkey, MAX(c_acctbal) AS top, MIN(c_acctbal) AS low FROM customer "
             "GROUP BY c_nationkey HAVING MAX(c_acctbal) > 8000")
-QUERIES = {  # name -> (sql, table, attribute, fragments)
-    "big_orders": (Q_HAVING, "lineitem", "l_orderkey", 16),
-    "top_revenue": (Q_TOPK, "orders", "o_orderkey", 8),
-    "rich_nations": (Q_MINMAX, "customer", "c_custkey", 6),
-    "lazy_big": (Q_HAVING, "lineitem", "l_orderkey", 16),
+QUERIES = {  # name -> (sql, [(table, attribute), ...], fragments)
+    "big_orders": (Q_HAVING, [("lineitem", "l_orderkey")], 16),
+    # sketched on both join inputs: running it again reads less of orders and of lineitem
+    "top_revenue": (Q_TOPK, [("orders", "o_orderkey"), ("lineitem", "l_orderkey")], 8),
+    "rich_nations": (Q_MINMAX, [("customer", "c_custkey")], 6),
+    "lazy_big": (Q_HAVING, [("lineitem", "l_orderkey")], 16),
 }
+
+
+def partition_spec(name: str) -> list[str]:
+    _, parts, n = QUERIES[name]
+    return [f"{t}.{a}:{n}" for t, a in parts]
 
 
 def config_data(tmp_path, bootstrap: str, max_offsets: int, name: str = "sk") -> dict:
@@ -64,7 +70,7 @@ def config_data(tmp_path, bootstrap: str, max_offsets: int, name: str = "sk") ->
                    for t, (pk, cols) in TABLES.items()],
         # one query from the config: registered at setup while the mirror is still empty, so
         # it stays pending and is captured by the first batch that brings rows
-        "sketches": [{"name": "top_revenue", "sql": Q_TOPK, "partition": "orders.o_orderkey", "fragments": 8}],
+        "sketches": [{"name": "top_revenue", "sql": Q_TOPK, "partition": partition_spec("top_revenue")}],
     }
 
 
@@ -109,21 +115,23 @@ def mirrors(spark, cfg) -> dict[str, pa.Table]:
 def check_sketches(spark, cfg, names):
     """Every sketches row equals the oracle on the final mirrors; no sketch_deltas duplicate."""
     data = mirrors(spark, cfg)
-    regs = {r.name: r for r in spark.read.format("delta").load(str(cfg.lake_root / "registered_queries")).collect()}
-    rows = {r.query: r for r in spark.read.format("delta").load(str(cfg.lake_root / "sketches")).collect()}
-    assert set(rows) == set(names)
+    regs = {(r.name, r.partition_table): r
+            for r in spark.read.format("delta").load(str(cfg.lake_root / "registered_queries")).collect()}
+    rows = {(r.query, r.table_name): r for r in spark.read.format("delta").load(str(cfg.lake_root / "sketches")).collect()}
+    assert set(rows) == {(n, t) for n in names for t, _ in QUERIES[n][1]}
+    assert set(regs) == set(rows)
     for name in names:
-        sql, table, attr, _ = QUERIES[name]
-        b = json.loads(regs[name].boundaries)["values"]
-        part = RangePartition(attr, b)
-        want = reference_sketch(sql, data, {table: part})[table]
-        got = rows[name]
-        assert list(got.fragments) == want, name
-        assert bits_to_ids(bytes(got.bitset), got.n_fragments) == want
-        assert got.predicate == part.predicate(want)
-        assert got.mirror_version == latest_version(spark, str(cfg.lake_root / "mirrors" / table))
+        sql, parts, _ = QUERIES[name]
+        part = {t: RangePartition(a, json.loads(regs[name, t].boundaries)["values"]) for t, a in parts}
+        want = reference_sketch(sql, data, part)
+        for table, _ in parts:
+            got = rows[name, table]
+            assert list(got.fragments) == want[table], (name, table)
+            assert bits_to_ids(bytes(got.bitset), got.n_fragments) == want[table]
+            assert got.predicate == part[table].predicate(want[table])
+            assert got.mirror_version == latest_version(spark, str(cfg.lake_root / "mirrors" / table))
     deltas = spark.read.format("delta").load(str(cfg.lake_root / "sketch_deltas"))
-    assert deltas.count() == deltas.dropDuplicates(["query", "batch_id", "fragment", "change"]).count()
+    assert deltas.count() == deltas.dropDuplicates(["query", "batch_id", "table_name", "fragment", "change"]).count()
     return data
 
 
@@ -138,11 +146,11 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
 
     # two queries registered from outside the job (what `ivmstream sketch register` does)
     for name in ("big_orders", "rich_nations"):
-        sql, table, attr, n = QUERIES[name]
-        reg = register_query(spark, cfg, name, sql, table, attr, n)
-        assert reg.boundaries is not None and reg.capture_version >= 1
+        sql, parts, n = QUERIES[name]
+        reg = register_query(spark, cfg, name, sql, [(t, a, n) for t, a in parts])
+        assert reg.captured and reg.capture_version >= 1
     # a lazy query: captured now, left alone by the job, brought forward when it is used
-    lazy = register_query(spark, cfg, "lazy_big", Q_HAVING, "lineitem", "l_orderkey", 16, mode="lazy")
+    lazy = register_query(spark, cfg, "lazy_big", Q_HAVING, [("lineitem", "l_orderkey", 16)], mode="lazy")
     check_sketches(spark, cfg, ["big_orders", "rich_nations", "top_revenue", "lazy_big"])
 
     send_updates(prod, cfg, rows, 240, seed=7)
@@ -174,11 +182,13 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     assert any("big_orders" in x and "delta rows" in x for x in reported())
 
     # using the sketches: same results with the predicate, never more files
-    for name, (sql, table, _, _) in QUERIES.items():
+    for name, (sql, parts, _) in QUERIES.items():
         out = run_query(spark, cfg, sql, use_sketch=name)
         assert out["equal"], (name, out["plain"].rows, out["sketch"].rows)
-        assert out["sketch"].files <= out["plain"].files
         assert len(out["plain"].rows) == len(out["sketch"].rows)
+        assert set(out["predicates"]) == {t for t, _ in parts}
+        for t, _ in parts:  # Spark read no more files than the Delta statistics say it must
+            assert out["sketch"].scan[t]["files"] <= out["expected"][t]["files"] <= out["plain"].scan[t]["files"]
     assert final["lineitem"].num_rows > 0
 
     # the CLI reads sketches without Spark for eager queries
@@ -195,8 +205,18 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     assert res.returncode == 0, res.stderr
     shown = json.loads(res.stdout)
     rich = spark.read.format("delta").load(str(cfg.lake_root / "sketches")).where("query = 'rich_nations'").first()
-    assert shown["fragments"] == f"{len(rich.fragments)} of {rich.n_fragments + 1}"
-    assert shown["mirror_version"] == rich.mirror_version
+    assert shown["tables"][0]["fragments"] == f"{len(rich.fragments)} of {rich.n_fragments + 1}"
+    assert shown["tables"][0]["mirror_version"] == rich.mirror_version
+    # a sketch on two tables: one "table: predicate" line each, or one table's with --table
+    top = {r.table_name: r.predicate for r in
+           spark.read.format("delta").load(str(cfg.lake_root / "sketches")).where("query = 'top_revenue'").collect()}
+    res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "filter", "top_revenue"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert sorted(res.stdout.strip().splitlines()) == sorted(f"{t}: {p}" for t, p in top.items())
+    res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "filter", "top_revenue", "--table",
+                          "lineitem"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == top["lineitem"], res.stderr
     res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "show", "nope"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1

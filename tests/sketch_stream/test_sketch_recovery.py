@@ -16,8 +16,8 @@ from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch_reference import reference_sketch
 from streaming_app.config import dump_toml, parse_config
-from tests.sketch_stream.test_sketch_e2e import (QUERIES, config_data, mirrors, send_snapshot, send_updates,
-                                                 tpch_rows)
+from tests.sketch_stream.test_sketch_e2e import (QUERIES, config_data, mirrors, partition_spec, send_snapshot,
+                                                 send_updates, tpch_rows)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -36,8 +36,7 @@ def _run(config_path, kill_at: str | None, timeout=400) -> str:
 def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
     data = config_data(tmp_path, kafka_broker.bootstrap, max_offsets=60, name="skr")
     data["sketches"] = [
-        {"name": n, "sql": QUERIES[n][0], "partition": f"{QUERIES[n][1]}.{QUERIES[n][2]}",
-         "fragments": QUERIES[n][3]} for n in ("big_orders", "top_revenue")]
+        {"name": n, "sql": QUERIES[n][0], "partition": partition_spec(n)} for n in ("big_orders", "top_revenue")]
     cfg = parse_config(data)
     path = tmp_path / "job.toml"
     path.write_text(dump_toml(data))
@@ -55,20 +54,23 @@ def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
     assert sum(o.count("sketches: state restored") for o in outputs) >= len(KILLS)
 
     final = mirrors(spark, cfg)
-    regs = {r.name: r for r in spark.read.format("delta").load(str(cfg.lake_root / "registered_queries")).collect()}
-    sk = {r.query: r for r in spark.read.format("delta").load(str(cfg.lake_root / "sketches")).collect()}
+    regs = {(r.name, r.partition_table): r
+            for r in spark.read.format("delta").load(str(cfg.lake_root / "registered_queries")).collect()}
+    sk = {(r.query, r.table_name): r for r in spark.read.format("delta").load(str(cfg.lake_root / "sketches")).collect()}
     import json
 
     for name in ("big_orders", "top_revenue"):
-        sql, table, attr, _ = QUERIES[name]
-        part = RangePartition(attr, json.loads(regs[name].boundaries)["values"])
-        fresh = SketchMaintainer.from_sql(sql, {table: part})
+        sql, parts, _ = QUERIES[name]
+        part = {t: RangePartition(a, json.loads(regs[name, t].boundaries)["values"]) for t, a in parts}
+        fresh = SketchMaintainer.from_sql(sql, part)
         fresh.initialize(final)
-        assert list(sk[name].fragments) == fresh.sketch[table], name
-        assert list(sk[name].fragments) == reference_sketch(sql, final, {table: part})[table], name
+        want = reference_sketch(sql, final, part)
+        for table in part:
+            assert list(sk[name, table].fragments) == fresh.sketch[table], (name, table)
+            assert list(sk[name, table].fragments) == want[table], (name, table)
 
     deltas = spark.read.format("delta").load(str(cfg.lake_root / "sketch_deltas"))
-    assert deltas.count() == deltas.dropDuplicates(["query", "batch_id", "fragment", "change"]).count()
+    assert deltas.count() == deltas.dropDuplicates(["query", "batch_id", "table_name", "fragment", "change"]).count()
     snaps = spark.read.format("delta").load(str(cfg.lake_root / "sketch_state"))
     assert snaps.count() == snaps.dropDuplicates(["query", "batch_id"]).count()
     batches = spark.read.format("delta").load(str(cfg.lake_root / "batches"))

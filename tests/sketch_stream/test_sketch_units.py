@@ -12,7 +12,7 @@ from operators.errors import ConfigError
 from operators.sketch import RangePartition
 from streaming_app.config import parse_config
 from streaming_app.sketch_cli import build_parser_check, parse_partition
-from streaming_app.sketch_maintainer import Registration, bits_to_ids, bounds_from_json, bounds_to_json
+from streaming_app.sketch_maintainer import Part, bits_to_ids, bounds_from_json, bounds_to_json
 from streaming_app.sketch_query import merged_runs
 
 TABLES = [{"name": "lineitem", "topic": "t.l", "primary_key": ["k"], "columns": {"k": "long", "q": "int"}}]
@@ -63,14 +63,14 @@ def test_bounds_round_trip(bounds):
 
 def test_bitset_and_merged_ranges_agree_with_the_predicate():
     p = RangePartition("k", [0, 10, 20, 30, 40, 50])
-    reg = Registration("q", "SELECT 1", "t", "k", 5, list(p.boundaries))
+    part = Part("t", "k", 5, list(p.boundaries))
     rng = np.random.default_rng(1)
     for _ in range(50):
         ids = sorted(set(rng.integers(0, 6, size=rng.integers(0, 6)).tolist()))
         bits = np.zeros(7, dtype=bool)
         bits[ids] = True
         assert bits_to_ids(np.packbits(bits, bitorder="little").tobytes(), 5) == ids
-        runs, has_null = merged_runs(reg, ids)
+        runs, has_null = merged_runs(part, ids)
         assert has_null == (5 in ids)
         # every value in a merged run is in the sketch and vice versa (open-ended ends)
         for v in range(-5, 60):
@@ -86,5 +86,74 @@ def test_registration_refuses_a_partition_the_safety_check_cannot_prove():
                                     "columns": {"city": "string", "state": "string", "popden": "long"}}]})
     sql = "SELECT state, AVG(popden) AS a FROM cities GROUP BY state HAVING AVG(popden) > 100"
     with pytest.raises(UnsafeSketchError, match="sketch 'dense'.*cities.popden"):
-        check_safe(cfg, "dense", sql, "cities", "popden")
-    assert "is safe" in check_safe(cfg, "dense", sql, "cities", "state")
+        check_safe(cfg, "dense", sql, [("cities", "popden", 4)])
+    assert "is safe" in check_safe(cfg, "dense", sql, [("cities", "state", 4)])[0]
+
+
+TPCH = [{"name": "orders", "topic": "o", "primary_key": ["o_orderkey"],
+         "columns": {"o_orderkey": "long", "o_custkey": "long", "o_totalprice": "double"}},
+        {"name": "lineitem", "topic": "l", "primary_key": ["l_orderkey", "l_linenumber"],
+         "columns": {"l_orderkey": "long", "l_linenumber": "int", "l_quantity": "double"}}]
+Q_JOIN = ("SELECT o_orderkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON o_orderkey = l_orderkey "
+          "GROUP BY o_orderkey HAVING SUM(l_quantity) > 10")
+
+
+def test_sketch_on_several_tables_config_cli_and_checks():
+    from operators.errors import UnsafeSketchError
+    from streaming_app.sketch_cli import parse_partitions
+    from streaming_app.sketch_maintainer import check_query, check_safe, group_registrations
+
+    # config: a list or a comma-separated string, FRAGMENTS per table or the default
+    for part in (["orders.o_orderkey:8", "lineitem.l_orderkey"], "orders.o_orderkey:8, lineitem.l_orderkey"):
+        cfg = parse_config({"tables": TPCH, "sketches": [
+            {"name": "j", "sql": Q_JOIN, "partition": part, "fragments": 32}]})
+        assert cfg.sketches[0].partitions == (("orders", "o_orderkey", 8), ("lineitem", "l_orderkey", 32))
+    for bad in (["orders.o_orderkey", "orders.o_custkey"], [], "orders.o_orderkey,lineitem.nope"):
+        with pytest.raises(ConfigError):
+            parse_config({"tables": TPCH, "sketches": [{"name": "j", "sql": Q_JOIN, "partition": bad}]})
+    assert parse_partitions(["orders.o_orderkey:8,lineitem.l_orderkey", "x.y:2"], 16) == [
+        ("orders", "o_orderkey", 8), ("lineitem", "l_orderkey", 16), ("x", "y", 2)]
+
+    # planning and the safety check per table; one table twice is refused
+    parts = [("orders", "o_orderkey", 8), ("lineitem", "l_orderkey", 8)]
+    assert sorted(check_query(cfg, "j", Q_JOIN, parts)) == ["lineitem", "orders"]
+    assert len(check_safe(cfg, "j", Q_JOIN, parts)) == 2
+    with pytest.raises(UnsafeSketchError, match="lineitem.l_quantity"):
+        check_safe(cfg, "j", Q_JOIN, [("orders", "o_orderkey", 8), ("lineitem", "l_quantity", 8)])
+    with pytest.raises(ConfigError, match="twice"):
+        check_query(cfg, "j", Q_JOIN, [("orders", "o_orderkey", 8), ("orders", "o_custkey", 8)])
+    with pytest.raises(ConfigError, match="does not read"):
+        check_query(cfg, "j", "SELECT o_orderkey FROM orders", parts)
+
+    # registered_queries holds one row per partitioned table; they group back into one query
+    row = {"name": "j", "sql": Q_JOIN, "fragments": 8, "mode": "eager", "registered_at": None,
+           "capture_version": 3}
+    regs = group_registrations([
+        {**row, "partition_table": "orders", "attribute": "o_orderkey", "boundaries": bounds_to_json([1, 5])},
+        {**row, "name": "k", "partition_table": "orders", "attribute": "o_orderkey", "boundaries": None},
+        {**row, "partition_table": "lineitem", "attribute": "l_orderkey", "boundaries": bounds_to_json([2, 9])}])
+    j, k = regs["j"], regs["k"]
+    assert [(p.table, p.attribute, p.boundaries) for p in j.parts] == [
+        ("lineitem", "l_orderkey", [2, 9]), ("orders", "o_orderkey", [1, 5])]
+    assert j.captured and not k.captured
+    assert set(j.partitions()) == {"lineitem", "orders"} and j.describe() == "lineitem.l_orderkey:8, orders.o_orderkey:8"
+
+
+def test_declared_not_null_columns_and_ranges_let_the_safety_check_prove_a_top_k():
+    from operators.errors import UnsafeSketchError
+    from streaming_app.sketch_maintainer import check_safe, declared_stats, may_be_null
+
+    sql = ("SELECT o_custkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON o_orderkey = l_orderkey "
+           "GROUP BY o_custkey ORDER BY q DESC LIMIT 3")
+    parts = [("lineitem", "l_orderkey", 8)]
+    loose = parse_config({"tables": TPCH})
+    with pytest.raises(UnsafeSketchError, match="may be NULL"):  # SUM of NULLs is NULL: sorts differently
+        check_safe(loose, "t", sql, parts)
+    strict = parse_config({"tables": [TPCH[0], {**TPCH[1], "not_null": ["l_quantity"]}]})
+    assert "l_quantity" not in may_be_null(strict)["lineitem"]
+    with pytest.raises(UnsafeSketchError, match="rank higher"):  # not NULL, but it could be negative
+        check_safe(strict, "t", sql, parts)
+    sure = parse_config({"tables": [TPCH[0], {**TPCH[1], "not_null": ["l_quantity"],
+                                              "ranges": {"l_quantity": [0, 1e9]}}]})
+    assert declared_stats(sure) == {"lineitem": {"l_quantity": (0, 1e9)}}
+    assert "is safe" in check_safe(sure, "t", sql, parts)[0]

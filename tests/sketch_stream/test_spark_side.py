@@ -119,7 +119,7 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     states = {}
     for name, (sql, table, attr) in QUERIES.items():
         bounds = sm.compute_boundaries(spark, lake, table, attr, 6, versions[table])
-        reg = sm.Registration(name, sql, table, attr, 6, bounds, "eager", versions[table], sink.utcnow())
+        reg = sm.Registration(name, sql, [sm.Part(table, attr, 6, bounds, versions[table])], "eager", sink.utcnow())
         q = sm.QueryState(reg)
         assert q.capture(spark, lake, cfg, versions)
         states[name] = q
@@ -168,8 +168,8 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
             q.bring_forward(spark, lake, cfg, target, cache, reads)
             probes += q.spark_probes() - before
             sql, table, attr = QUERIES[name]
-            want = reference_sketch(sql, data, {table: q.reg.partition()})[table]
-            assert q.fragments() == want, (name, rnd)
+            want = reference_sketch(sql, data, q.reg.partitions())[table]
+            assert q.fragments(table) == want, (name, rnd)
             assert q.versions == {t: target[t] for t in q.tables}
     assert probes > 0  # the Delta-backed inputs were really probed through Spark
     # a snapshot keeps no rows of a Delta-backed input and restores into a working state
@@ -181,8 +181,8 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     target = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}
     r.bring_forward(spark, lake, cfg, target)
     data = {t: _mirror(spark, lake, t) for t in TABLES}
-    assert r.fragments() == reference_sketch(QUERIES["topk_join"][0], data,
-                                             {"orders": q.reg.partition()})["orders"]
+    assert r.fragments("orders") == reference_sketch(QUERIES["topk_join"][0], data,
+                                                     q.reg.partitions())["orders"]
     assert len(snap) < 20_000
 
 
