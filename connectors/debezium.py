@@ -214,6 +214,15 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int,
     after = _image(payload.get("after"), table, "after")
     if op in ("c", "r", "u") and after is None:
         raise _Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
+    if after is not None and table.not_null:
+        nulls = [c for c in table.not_null if after[c] is None]
+        if nulls:  # only 'after': a delete's 'before' may carry the key alone (REPLICA IDENTITY DEFAULT)
+            raise _Bad(E.DATA_NULL, f"'after' image has NULL in not_null column(s) {nulls}")
+    if after is not None:
+        for c, lo, hi in table.ranges:
+            v = after[c]
+            if v is not None and not lo <= v <= hi:
+                raise _Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
     raw_key = None
     if key is not None:
         try:

@@ -13,7 +13,8 @@ from streaming_app.config import parse_config
 
 CFG = parse_config({
     "tables": [
-        {"name": "items", "topic": "cdc.items", "primary_key": "id",
+        {"name": "items", "topic": "cdc.items", "primary_key": "id", "not_null": ["price"],
+         "ranges": {"qty": [0, 100], "price": [0, 1000]},
          "columns": {"id": "long", "name": "string", "price": "decimal(10,2)", "qty": "int",
                      "day": "date", "ts": "timestamp", "ok": "boolean", "w": "double"}},
         {"name": "a", "topic": "shared", "primary_key": "k", "source_table": "ta",
@@ -64,12 +65,35 @@ def test_types_are_coerced_and_wrapper_is_optional():
     ({"op": "d", "before": None}, None, "cdc.items", E.DATA_MISSING_KEY),
     ({"op": "c", "after": row(None)}, None, "cdc.items", E.DATA_MISSING_KEY),
     ({"op": "u", "before": row(1)}, {"id": 1}, "cdc.items", E.DATA_MISSING_IMAGE),
+    ({"op": "c", "after": row(1, price=None)}, {"id": 1}, "cdc.items", E.DATA_NULL),
+    ({"op": "c", "after": row(1, qty=-1)}, {"id": 1}, "cdc.items", E.DATA_OUT_OF_RANGE),
+    ({"op": "u", "before": row(1), "after": row(1, price="1000.01")}, {"id": 1}, "cdc.items", E.DATA_OUT_OF_RANGE),
+    ({"op": "u", "before": row(1), "after": row(1, price=None)}, {"id": 1}, "cdc.items", E.DATA_NULL),
 ])
 def test_bad_records_are_rejected_with_their_code(value, key, topic, code):
     out = decode_batch(CFG, [rec(value, key=key, topic=topic)])
     assert [r.code for r in out.rejected] == [code]
     assert out.rejected[0].reason and out.rejected[0].topic == topic
     assert sum(len(v) for v in out.events.values()) == 0
+
+
+def test_not_null_is_checked_on_after_images_only():
+    # other columns may be NULL; a delete's before image may carry the key alone
+    ok = [rec({"op": "c", "after": row(1, name=None, qty=None)}, {"id": 1}),
+          rec({"op": "d", "before": {c: (1 if c == "id" else None) for c in row(1)}}, {"id": 1})]
+    out = decode_batch(CFG, ok)
+    assert out.rejected == [] and len(out.events["items"]) == 2
+    with pytest.raises(Exception, match="not_null"):
+        parse_config({"tables": [{"name": "t", "topic": "t", "primary_key": "k", "columns": {"k": "long"},
+                                  "not_null": ["nope"]}]})
+    # range ends are inclusive; a NULL is not out of range (not_null says whether it may be NULL)
+    edge = decode_batch(CFG, [rec({"op": "c", "after": row(2, qty=100, price="0")}, {"id": 2}),
+                              rec({"op": "c", "after": row(3, qty=None)}, {"id": 3})])
+    assert edge.rejected == []
+    for bad in ({"nope": [0, 1]}, {"k": [1, 0]}, {"k": [0]}, {"s": [0, 1]}, {"k": ["a", "b"]}, [1]):
+        with pytest.raises(Exception, match="ranges"):
+            parse_config({"tables": [{"name": "t", "topic": "t", "primary_key": "k",
+                                      "columns": {"k": "long", "s": "string"}, "ranges": bad}]})
 
 
 def test_tombstones_are_counted_not_rejected():
