@@ -345,6 +345,7 @@ class QueryState:
     dirty: bool = False  # sketch changed since the last `sketches` write
     last_apply_ms: float = 0.0  # engine time of the last bring_forward (no I/O)
     bound: bool = False  # Delta-backed join inputs attached to Spark
+    probe_cache: object = None  # sketch_spark.ProbeCache shared by the job's queries in a batch
     _pushdown: dict | None = None
 
     @property
@@ -399,7 +400,8 @@ class QueryState:
 
     def _bind(self, spark, lake, cfg) -> None:
         types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
-        sketch_spark.bind_sides(self.engine, sketch_spark.Binding(spark, lake, lambda t: self.versions[t], types))
+        sketch_spark.bind_sides(self.engine, sketch_spark.Binding(spark, lake, lambda t: self.versions[t], types,
+                                                                  self.probe_cache))
         self.bound, self._pushdown = True, None
 
     def pushdown(self, cfg) -> dict:
@@ -587,6 +589,8 @@ class SketchStreamMaintainer:
         self.registry_version = -2
         self.batches_since_snapshot = 0
         self.recent: dict[int, dict] = {}  # batch id -> metrics, for the progress listener
+        # queries joining the same Delta-backed table with the same keys share one Spark read
+        self.probe_cache = sketch_spark.ProbeCache()
 
     # setup: output tables and the config's [[sketches]] entries
     def setup(self, spark, job) -> None:
@@ -604,7 +608,7 @@ class SketchStreamMaintainer:
             register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False)
 
     def _state_for(self, spark, job, reg: Registration, versions: dict, tables_cache: dict) -> QueryState | None:
-        q = QueryState(reg)
+        q = QueryState(reg, probe_cache=self.probe_cache)
         if reg.captured:
             snap = latest_snapshot(spark, job.lake, reg, versions)
             if snap is not None:
@@ -616,7 +620,7 @@ class SketchStreamMaintainer:
                 else:
                     q.bring_forward(spark, job.lake, self.cfg, versions)
                     return q
-                q = QueryState(reg)
+                q = QueryState(reg, probe_cache=self.probe_cache)
         q.capture(spark, job.lake, self.cfg, versions, tables_cache)
         return q
 
@@ -663,6 +667,8 @@ class SketchStreamMaintainer:
     def on_batch(self, spark, job, ctx) -> None:
         t_all = time.perf_counter()
         lake = job.lake
+        self.probe_cache.clear()
+        hits0 = self.probe_cache.hits
         new = self._refresh(spark, job, dict(ctx.mirror_versions))
         cache: dict = {}
         deltas: list[dict] = []
@@ -709,8 +715,9 @@ class SketchStreamMaintainer:
             "queries": len(self.queries), "captured": [q.name for q in new],
             "delta_rows_in": sum(m["delta_rows"] for m in metrics.values()),
             "sketch_changes": len(deltas), "ms": round((time.perf_counter() - t_all) * 1000, 1),
-            "per_query": metrics,
+            "probe_cache_hits": self.probe_cache.hits - hits0, "per_query": metrics,
         }
+        self.probe_cache.clear()  # hold probe rows for one batch only
         if self.queries:  # the listener prints a line for batches that maintained sketches
             self.recent[ctx.batch_id] = ctx.metrics[self.name]
             for b in sorted(self.recent)[:-16]:

@@ -226,11 +226,38 @@ def base_column(node, cid: str) -> str | None:
 
 
 class Binding:
-    """What a DeltaSide needs at run time: Spark, the lake, and the version per table that
-    the sketch state currently reflects (the QueryState's ``versions``)."""
+    """What a DeltaSide needs at run time: Spark, the lake, the version per table that the
+    sketch state currently reflects (the QueryState's ``versions``), and optionally a probe
+    cache shared by the queries of one batch (``ProbeCache``)."""
 
-    def __init__(self, spark, lake, versions_of, column_types: dict):
+    def __init__(self, spark, lake, versions_of, column_types: dict, cache: "ProbeCache | None" = None):
         self.spark, self.lake, self.versions_of, self.column_types = spark, lake, versions_of, column_types
+        self.cache = cache
+
+
+class ProbeCache:
+    """Rows fetched by DeltaSide probes in the current batch, keyed by what determines them
+    (mirror, version, key columns and key set, pushed-down condition, columns): queries that
+    join the same Delta-backed table with the same probe keys share one Spark read. The job
+    clears it at every batch, so it holds one batch's probe results at most."""
+
+    def __init__(self):
+        self.rows: dict = {}
+        self.hits = self.misses = 0
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+    @staticmethod
+    def key(path: str, version: int, key_cols, keys: pa.Table, cond, cols) -> tuple:
+        import hashlib
+
+        srt = keys.sort_by([(c, "ascending") for c in keys.column_names]) if keys.num_rows else keys
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, srt.schema) as w:
+            w.write_table(srt)
+        digest = hashlib.sha1(sink.getvalue().to_pybytes()).hexdigest()
+        return (path, int(version), tuple(key_cols), digest, cond, tuple(cols))
 
 
 class DeltaSide(SideStore):
@@ -310,15 +337,37 @@ class DeltaSide(SideStore):
 
     # -- the Spark read ------------------------------------------------------------------------
     def _fetch(self, keys: pa.Table) -> Delta | None:
+        b = self.binding
+        scan = plain_input(self.node)
+        version = b.versions_of(self.table)
+        cond, cols = pushdown_for_scan(scan, b.column_types.get(self.table, {}), self.ctx.partitions)
+        distinct = keys.group_by(keys.column_names).aggregate([]) if keys.num_rows else keys
+        ck = None
+        if b.cache is not None:
+            ck = ProbeCache.key(b.lake.mirror(self.table), version, self.key_cols, distinct, cond, cols)
+            if ck in b.cache.rows:
+                b.cache.hits += 1
+                raw = b.cache.rows[ck]
+                return self._rows(raw)
+            b.cache.misses += 1
+        raw = self._read(distinct, version, cond, cols)
+        self.probes += 1
+        self.rows_fetched += 0 if raw is None else raw.num_rows
+        if ck is not None:
+            b.cache.rows[ck] = raw
+        return self._rows(raw)
+
+    def _rows(self, raw: pa.Table | None) -> Delta | None:
+        if raw is None or raw.num_rows == 0:
+            return None
+        return self.node.run(self.ctx, {self.table: (raw, np.ones(raw.num_rows, np.int64))}, False)
+
+    def _read(self, distinct: pa.Table, version: int, cond, cols) -> pa.Table | None:
         from pyspark.sql import functions as F
 
         b = self.binding
         spark = b.spark
-        scan = plain_input(self.node)
-        version = b.versions_of(self.table)
-        cond, cols = pushdown_for_scan(scan, b.column_types.get(self.table, {}), self.ctx.partitions)
         df = spark.read.format("delta").option("versionAsOf", int(version)).load(b.lake.mirror(self.table))
-        distinct = keys.group_by(keys.column_names).aggregate([]) if keys.num_rows else keys
         kinds = {c: _kind(t) for c, t in b.column_types.get(self.table, {}).items()}
         if len(self.key_cols) == 1 and distinct.num_rows <= _IN_LIST_MAX:
             col = self.key_cols[0]
@@ -336,12 +385,7 @@ class DeltaSide(SideStore):
             df = df.join(F.broadcast(kdf), cond_all, "left_semi")
         if cond is not None:
             df = df.where(cond)
-        raw = df.select(*[F.col(f"`{c}`") for c in cols]).toArrow()
-        self.probes += 1
-        self.rows_fetched += raw.num_rows
-        if raw.num_rows == 0:
-            return None
-        return self.node.run(self.ctx, {self.table: (raw, np.ones(raw.num_rows, np.int64))}, False)
+        return df.select(*[F.col(f"`{c}`") for c in cols]).toArrow()
 
 
 def _key_literal(v, kind: str) -> str:

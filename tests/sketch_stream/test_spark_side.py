@@ -39,6 +39,9 @@ QUERIES = {  # name -> (sql, partitioned table, attribute)
     "minmax": ("SELECT l_orderkey, MAX(l_quantity) AS m FROM lineitem WHERE l_quantity >= 3 GROUP BY l_orderkey "
                "HAVING MAX(l_quantity) > 40", "lineitem", "l_orderkey"),
 }
+# the same join with another LIMIT: its Delta-backed probes are the top-k join's, so within a
+# batch they come from the shared probe cache
+QUERIES["topk_twin"] = (QUERIES["topk_join"][0].replace("LIMIT 4", "LIMIT 2"), "orders", "o_orderkey")
 
 
 def _cfg(tmp_path, spark_join_rows: int):
@@ -117,14 +120,15 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     _write(spark, lake, "lineitem", list(lines.values()), "insert")
     versions = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}
     states = {}
+    shared = sketch_spark.ProbeCache()
     for name, (sql, table, attr) in QUERIES.items():
         bounds = sm.compute_boundaries(spark, lake, table, attr, 6, versions[table])
         reg = sm.Registration(name, sql, [sm.Part(table, attr, 6, bounds, versions[table])], "eager", sink.utcnow())
-        q = sm.QueryState(reg)
+        q = sm.QueryState(reg, probe_cache=shared)
         assert q.capture(spark, lake, cfg, versions)
         states[name] = q
     sides = {n: len(sketch_spark.delta_sides(q.engine)) for n, q in states.items()}
-    assert sides == {"topk_join": 2, "having_join": 2, "minmax": 0}
+    assert sides == {"topk_join": 2, "having_join": 2, "minmax": 0, "topk_twin": 2}
     probes = 0
     next_key = 41
     for rnd in range(4):
@@ -157,6 +161,7 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
         lines = {k: v for k, v in lines.items() if k[0] not in gone}
         target = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}
         cache, reads = {}, {}
+        shared.clear()  # what the job does at every batch
         for q in states.values():
             for t, item in q.pushdown(cfg).items():
                 reads.setdefault(t, []).append(item)
@@ -172,6 +177,7 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
             assert q.fragments(table) == want, (name, rnd)
             assert q.versions == {t: target[t] for t in q.tables}
     assert probes > 0  # the Delta-backed inputs were really probed through Spark
+    assert shared.hits > 0 and states["topk_twin"].spark_probes() < states["topk_join"].spark_probes()
     # a snapshot keeps no rows of a Delta-backed input and restores into a working state
     q = states["topk_join"]
     snap = q.engine.snapshot()
