@@ -127,11 +127,13 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketch_maintainer import check_partition, declared_stats, may_be_null, register_query
+    from streaming_app.sketch_maintainer import (as_parts, check_partition, declared_stats, may_be_null,
+                                                 register_query)
 
     cfg = _cfg(args)
     if args.partition:
         parts = parse_partitions(args.partition, args.fragments)
+        as_parts(parts)  # one attribute per table: refused before Spark starts
         schema = {k: list(t.column_names) for k, t in query_tables(cfg, args.sql).items()}
         for table, attr, _ in parts:
             if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong

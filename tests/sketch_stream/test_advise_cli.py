@@ -37,13 +37,14 @@ def sales(n: int = 3000, seed: int = 7) -> pa.Table:
                      "store": store.astype(np.int64), "amount": amount.astype(np.int64)})
 
 
-def write_config(tmp_path, name: str = "adv") -> str:
-    cfg = tmp_path / "job.toml"
+def write_config(tmp_path, name: str = "adv", **declared) -> str:
+    cfg = tmp_path / f"{name}.toml"
     cfg.write_text(dump_toml({
         "job": {"name": name, "lake_root": str(tmp_path / "lake"), "checkpoint_root": str(tmp_path / "ckpt")},
         "kafka": {"bootstrap_servers": "127.0.0.1:1"},
         "spark": {"master": "local[1]", "ui": False},
-        "tables": [{"name": "sales", "topic": f"{name}.sales", "primary_key": ["id"], "columns": COLUMNS}],
+        "tables": [{"name": "sales", "topic": f"{name}.sales", "primary_key": ["id"], "columns": COLUMNS,
+                    **declared}],
     }))
     return str(cfg)
 
@@ -90,6 +91,18 @@ def test_advise_and_register_errors_without_spark(tmp_path, capsys):
     # AVG is safe only on its group-by column: the advisor offers region alone
     rc, out, err = run(["sketch", "advise", "--config", cfg, "--sql", SQL_AVG], capsys)
     assert rc == 0 and "chosen: sales.region" in out and out.count("refused:") == 3
+    # several partitions take one attribute per table (checked before Spark starts)
+    for spec in (["--partition", "sales.region:8", "--partition", "sales.store:4"],
+                 ["--partition", "sales.region:8,sales.region:4"]):
+        rc, out, err = run(["sketch", "register", "--config", cfg, "--name", "q", "--sql", SQL] + spec, capsys)
+        assert rc == 2 and "sales given twice" in err and "Traceback" not in err
+    # declared NOT NULL and non-negative amounts: SUM only grows with rows, so id and amount
+    # become safe partitions of the HAVING SUM query (they are refused without the declaration)
+    rc, out, err = run(["sketch", "advise", "--config", cfg, "--sql", SQL], capsys)
+    assert rc == 0 and "sales.id" in "".join(x for x in out.splitlines() if "refused:" in x)
+    strict = write_config(tmp_path, "strict", not_null=["amount"], ranges={"amount": [0, 10**9]})
+    rc, out, err = run(["sketch", "advise", "--config", strict, "--sql", SQL], capsys)
+    assert rc == 0 and "refused:" not in out, out
 
 
 @pytest.mark.spark
