@@ -9,11 +9,15 @@ inserted; a group whose row and sketch did not change emits nothing.  A group ap
 with an insert only, and vanishes (hidden count(*) = 0) with a delete only.  Without
 GROUP BY there is always exactly one output row (SQL: SUM of nothing is NULL, COUNT 0).
 DISTINCT is this operator with every column a group column and no aggregate.
-State kept (``aggregate.groups.v2``): group key -> slot; per slot numpy entries for the
-hidden count, per aggregate the running sum and non-NULL count, a SortedDict per MIN/MAX
-aggregate as value -> multiplicity (IMP's ORDMAP; optionally bounded to the m best
-distinct values plus a "frontier" behind which values are untracked, Sec. 7.2), the
-dict F_g and the last emitted ⟨row, sketch⟩.
+State kept (``aggregate.groups.v3``): group key (the bare value for one GROUP BY column)
+-> slot; per slot numpy entries for the hidden count, per aggregate the running sum and
+non-NULL count, a SortedDict per MIN/MAX aggregate as value -> multiplicity (IMP's ORDMAP;
+optionally bounded to the m best distinct values plus a "frontier" behind which values are
+untracked, Sec. 7.2), and F_g: a group in a single fragment (the common case when grouping
+by or near the partition attribute) keeps fragment and count in two numpy entries, only a
+group spanning several fragments gets a dict.  The last emitted ⟨row, sketch⟩ is not
+stored: it is recomputed from the state before the batch is applied.  A GROUP BY over
+TPC-H lineitem by l_orderkey holds ~140 B per group this way (v2: ~850 B).
 Sketches: lineage - a group's sketch holds every fragment of every member (also for
 MIN/MAX, as IMP's F_g does; PBDS's argmin-only rule would be smaller).  Deletions are
 exact because F_g counts, not bits, are maintained.  Bounded MIN/MAX raises
@@ -31,7 +35,8 @@ from sortedcontainers import SortedDict
 from operators.errors import InvariantError, StateError
 from operators.sketch.delta import Delta, bits_from_ids, group_codes, ids_of, is_compact
 
-ENCODING = "aggregate.groups.v2"  # v2: MIN/MAX state is value -> count
+ENCODING = "aggregate.groups.v3"  # v2: MIN/MAX state is value -> count; v3: compact F_g, no emitted copy
+MULTI = -1  # frag_n of a group whose F_g spans several fragments (kept in frag_multi)
 
 
 class RecaptureRequired(StateError):
@@ -68,9 +73,11 @@ class AggState:
     arg_int: list = field(default_factory=list)
     ordered: list = field(default_factory=list)  # per agg: {slot: SortedDict value -> count}
     frontier: list = field(default_factory=list)  # per agg: {slot: value}
-    frag: list = field(default_factory=list)  # per slot: {global fragment: count}
-    out_row: list = field(default_factory=list)
-    out_bits: list = field(default_factory=list)
+    # F_g per slot: frag_n > 0 -> the one fragment frag_id with that count; 0 -> none;
+    # MULTI -> frag_multi[slot] = {global fragment: count} with two or more entries
+    frag_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    frag_n: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    frag_multi: dict = field(default_factory=dict)
     out_types: list | None = None
     started: bool = False
     encoding: str = ENCODING
@@ -86,7 +93,7 @@ def _grow(state: AggState, need: int) -> None:
     cap = len(state.cnt)
     if need <= cap:
         return
-    new = max(need, 2 * cap, 16)
+    new = max(need, cap + cap // 8, 16)  # capture sizes exactly; 1/8 headroom amortises growth
 
     def g(a, dt):
         b = np.zeros(new, dtype=dt)
@@ -99,22 +106,40 @@ def _grow(state: AggState, need: int) -> None:
             state.acc[j] = g(state.acc[j], state.acc[j].dtype)
         if state.nn[j] is not None:
             state.nn[j] = g(state.nn[j], np.int64)
-    extra = new - len(state.frag)
-    state.frag.extend({} for _ in range(extra))
-    state.out_row.extend([None] * extra)
-    state.out_bits.extend([None] * extra)
-    state.keys.extend([None] * extra)
+    state.frag_id = g(state.frag_id, np.int32)
+    state.frag_n = g(state.frag_n, np.int64)
+    state.keys.extend([None] * (new - len(state.keys)))
 
 
-def _slot(state: AggState, key) -> int:
-    s = state.slot_of.get(key)
-    if s is None:
-        s = state.free.pop() if state.free else len(state.slot_of)
-        if s >= len(state.cnt):
-            _grow(state, s + 1)
-        state.slot_of[key] = s
-        state.keys[s] = key
-    return s
+def _slots(state: AggState, keys: list):
+    """Slots of the batch's group keys (new ones allocated) and the slots that existed before."""
+    slot_of = state.slot_of
+    pre = [slot_of.get(k) for k in keys]
+    old = [s for s in pre if s is not None]
+    if len(old) < len(pre):
+        _grow(state, len(slot_of) + max(len(state.free), len(pre) - len(old)))  # slots in use + free + new
+        for i, s in enumerate(pre):
+            if s is None:
+                k = keys[i]
+                s = slot_of.get(k)  # keys distinct to Arrow may be equal in Python (0.0, -0.0)
+                if s is None:
+                    s = state.free.pop() if state.free else len(slot_of)
+                    slot_of[k] = s
+                    state.keys[s] = k
+                pre[i] = s
+    return np.asarray(pre, dtype=np.int64), old
+
+
+def _ids(state: AggState, slots) -> list:
+    """Each slot's sketch as a sorted tuple of global fragment ids (F_g's support)."""
+    slots = np.asarray(slots, dtype=np.int64)
+    fn = state.frag_n[slots].tolist()
+    fi = state.frag_id[slots].tolist()
+    multi = state.frag_multi
+    out = []
+    for s, n, f in zip(slots.tolist(), fn, fi):
+        out.append((f,) if n > 0 else (() if n == 0 else tuple(sorted(multi[s]))))
+    return out
 
 
 def _learn_types(spec: AggSpec, state: AggState, d: Delta) -> None:
@@ -196,10 +221,12 @@ def _update_ordered(spec, state, j, col, valid, inv, slots, w):
             sd.clear()
 
 
-def _update_frags(spec, state, sketch, inv, slots, w) -> set:
+def _update_frags(spec, state, sketch, inv, slots, w) -> tuple:
+    """Apply the batch to F_g; returns (slots whose fragment set changed, {slot: its old
+    non-empty fragment ids} for those of them that had fragments before)."""
     if is_compact(sketch):
         if sketch.shape[1] == 0:
-            return set()
+            return set(), {}
         r, c = np.nonzero(sketch >= 0)
         fr = sketch[r, c]
         gi = inv[r]
@@ -213,56 +240,105 @@ def _update_frags(spec, state, sketch, inv, slots, w) -> set:
             wl.extend([w[i]] * len(ids))
         gi, fr, ww = np.asarray(gl, np.int64), np.asarray(fl, np.int64), np.asarray(wl, np.int64)
     if len(fr) == 0:
-        return set()
+        return set(), {}
     nb = spec.nbits
     key = gi.astype(np.int64) * nb + fr
     u, ik = np.unique(key, return_inverse=True)
     sums = np.bincount(ik.reshape(-1), weights=ww, minlength=len(u)).astype(np.int64)
-    changed = set()
-    frag = state.frag
-    for k, s in zip(u.tolist(), sums.tolist()):
-        if s == 0:
-            continue
-        g, f = divmod(k, nb)
-        slot = int(slots[g])
-        dct = frag[slot]
-        v = dct.get(f, 0) + s
+    nz = sums != 0
+    u, sums = u[nz], sums[nz]
+    if len(u) == 0:
+        return set(), {}
+    g, f = np.divmod(u, nb)
+    sl = slots[g]
+    # vectorised: a slot with one changed fragment in this batch whose F_g is empty or that
+    # same fragment stays (or becomes) single-fragment
+    _, si, sc = np.unique(sl, return_inverse=True, return_counts=True)
+    n0 = state.frag_n[sl]
+    fast = (sc[si.reshape(-1)] == 1) & ((n0 == 0) | ((n0 > 0) & (state.frag_id[sl] == f)))
+    fs, v = sl[fast], n0[fast] + sums[fast]
+    if (v < 0).any():
+        bad = state.keys[int(fs[np.flatnonzero(v < 0)[0]])]
+        raise InvariantError(f"{spec.name}: fragment count below zero in group {bad!r}")
+    n0f = n0[fast]
+    gone = (n0f > 0) & (v == 0)
+    flipped = set(fs[gone | (n0f == 0)].tolist())
+    was = dict(zip(fs[gone].tolist(), [(x,) for x in f[fast][gone].tolist()]))
+    state.frag_n[fs] = v
+    state.frag_id[fs] = np.where(v > 0, f[fast], 0)
+    slow = np.flatnonzero(~fast)
+    if len(slow) == 0:
+        return flipped, was
+    fid, fn, multi = state.frag_id, state.frag_n, state.frag_multi
+    seen = {}
+    for slot, fr_, s in zip(sl[slow].tolist(), f[slow].tolist(), sums[slow].tolist()):
+        dct = seen.get(slot)
+        if dct is None:
+            dct = multi.get(slot)
+            if dct is None:  # spill the single fragment (if any) into a dict
+                n = int(fn[slot])
+                dct = multi[slot] = {int(fid[slot]): n} if n > 0 else {}
+                fn[slot] = MULTI
+            seen[slot] = dct
+            was[slot] = tuple(sorted(dct))
+        v = dct.get(fr_, 0) + s
         if v > 0:
-            dct[f] = v
+            dct[fr_] = v
         elif v == 0:
-            del dct[f]
+            del dct[fr_]
         else:
             raise InvariantError(f"{spec.name}: fragment count below zero in group {state.keys[slot]!r}")
-        changed.add(slot)
-    return changed
+    for slot, dct in seen.items():
+        if len(dct) != len(was[slot]) or any(x not in dct for x in was[slot]):
+            flipped.add(slot)
+            if not was[slot]:
+                del was[slot]
+        else:
+            del was[slot]
+        if len(dct) < 2:  # back to the compact form when at most one fragment is left
+            del multi[slot]
+            (fid[slot], fn[slot]), = dct.items() if dct else [(0, 0)]
+    return flipped, was
 
 
-def _row(spec: AggSpec, state: AggState, slot: int):
-    vals = list(state.keys[slot])
+def _rows(spec: AggSpec, state: AggState, slots: list) -> list:
+    """The output rows ⟨group values, aggregate values⟩ of the given slots."""
+    n = len(slots)
+    if n == 0:
+        return []
+    idx = np.asarray(slots, dtype=np.int64)
+    keys = state.keys
+    if len(spec.group) == 1:
+        cols = [[keys[s] for s in slots]]
+    else:
+        cols = [list(c) for c in zip(*[keys[s] for s in slots])] if spec.group else []
     for j, a in enumerate(spec.aggs):
         f = a.func
         if state.out_types is None:  # nothing seen yet (global aggregate over no rows)
-            vals.append(0 if f in ("count", "count_star") else None)
-            continue
-        if f == "count_star":
-            vals.append(int(state.cnt[slot]))
+            cols.append([0 if f in ("count", "count_star") else None] * n)
+        elif f == "count_star":
+            cols.append(state.cnt[idx].tolist())
         elif f == "count":
-            vals.append(int(state.nn[j][slot]))
-        elif f == "sum":
-            nn = state.nn[j][slot]
-            vals.append(None if nn == 0 else state.acc[j][slot].item())
-        elif f == "avg":
-            nn = state.nn[j][slot]
-            vals.append(None if nn == 0 else float(state.acc[j][slot]) / float(nn))
+            cols.append(state.nn[j][idx].tolist())
+        elif f in ("sum", "avg"):
+            nn = state.nn[j][idx]
+            v = state.acc[j][idx]
+            if f == "avg":
+                v = v.astype(np.float64) / np.where(nn == 0, 1, nn).astype(np.float64)
+            cols.append([None if k == 0 else x for x, k in zip(v.tolist(), nn.tolist())])
         else:
-            sd = state.ordered[j].get(slot)
-            if sd:
-                vals.append(sd.peekitem(0 if f == "min" else -1)[0])
-            elif state.nn[j][slot] > 0:
-                raise RecaptureRequired(f"{spec.name}: bounded {f} state of group {state.keys[slot]!r} exhausted")
-            else:
-                vals.append(None)
-    return tuple(vals)
+            od, is_min = state.ordered[j], f == "min"
+            col = []
+            for s, k in zip(slots, state.nn[j][idx].tolist()):
+                sd = od.get(s)
+                if sd:
+                    col.append(next(iter(sd)) if is_min else next(reversed(sd)))
+                elif k > 0:
+                    raise RecaptureRequired(f"{spec.name}: bounded {f} state of group {keys[s]!r} exhausted")
+                else:
+                    col.append(None)
+            cols.append(col)
+    return list(zip(*cols)) if cols else [()] * n
 
 
 def step(spec: AggSpec, state: AggState, d: Delta | None):
@@ -273,7 +349,7 @@ def step(spec: AggSpec, state: AggState, d: Delta | None):
     if d is None or len(d) == 0:
         if glob and not state.started:
             d = None
-            touched, changed = [_slot(state, ())], set()
+            slots, before = _slots(state, [()])
         else:
             return state, None
     else:
@@ -284,8 +360,12 @@ def step(spec: AggSpec, state: AggState, d: Delta | None):
         else:
             inv, first = group_codes([d.table.column(i) for i, _ in spec.group], n)
             reps = d.table.take(pa.array(first))
-            keys = list(zip(*[reps.column(i).to_pylist() for i, _ in spec.group]))
-        slots = np.fromiter((_slot(state, k) for k in keys), dtype=np.int64, count=len(keys))
+            cols = [reps.column(i).to_pylist() for i, _ in spec.group]
+            keys = cols[0] if len(cols) == 1 else list(zip(*cols))  # one column: bare values
+        slots, before = _slots(state, keys)
+        # the rows emitted last time, recomputed before the state moves on (their sketches
+        # are the current ones unless _update_frags reports a change)
+        old = dict(zip(before, _rows(spec, state, before)))
         w = d.weight
         G = len(first)
         state.cnt[slots] += np.bincount(inv, weights=w, minlength=G).astype(np.int64)
@@ -312,39 +392,40 @@ def step(spec: AggSpec, state: AggState, d: Delta | None):
                 state.acc[j][empty] = 0  # no drift carried into a group's next life
             elif a.func in ("min", "max"):
                 _update_ordered(spec, state, j, col, valid, inv, slots, w)
-        changed = _update_frags(spec, state, d.sketch, inv, slots, w)
-        touched = slots.tolist()
+        flipped, was = _update_frags(spec, state, d.sketch, inv, slots, w)
+    if d is None:
+        old, flipped, was = {}, set(), {}
     state.started = True
-    out_rows, out_bits, out_w = [], [], []
-    for slot in touched:
-        alive = glob or state.cnt[slot] > 0
-        old_row, old_bits = state.out_row[slot], state.out_bits[slot]
-        if alive:
-            bits = bits_from_ids(state.frag[slot].keys(), spec.nbits) if (slot in changed or old_bits is None) else old_bits
-            row = _row(spec, state, slot)
-        else:
-            bits = row = None
-        if old_row is not None and (row != old_row or bits != old_bits):
-            out_rows.append(old_row)
-            out_bits.append(old_bits)
+    touched = list(dict.fromkeys(slots.tolist()))
+    live = touched if glob else [s for s, a in zip(touched, (state.cnt[touched] > 0).tolist()) if a]
+    new = dict(zip(live, _rows(spec, state, live)))
+    emit = [s for s in touched if s in flipped or old.get(s) != new.get(s)]
+    out_rows, out_ids, out_w = [], [], []
+    for slot, ids in zip(emit, _ids(state, emit)):
+        o, nw = old.get(slot), new.get(slot)
+        if o is not None:
+            out_rows.append(o)
+            out_ids.append(was.get(slot, ()) if slot in flipped else ids)
             out_w.append(-1)
-        if row is not None and (row != old_row or bits != old_bits):
-            out_rows.append(row)
-            out_bits.append(bits)
+        if nw is not None:
+            out_rows.append(nw)
+            out_ids.append(ids)
             out_w.append(1)
-        state.out_row[slot], state.out_bits[slot] = row, bits
-        if not alive:
+    for slot in touched:
+        if slot not in new:
             _free(spec, state, slot)
     if not out_rows:
         return state, None
-    return state, _build(spec, state, out_rows, out_bits, out_w)
+    return state, _build(spec, state, out_rows, out_ids, out_w)
 
 
 def _free(spec, state, slot):
     key = state.keys[slot]
     state.slot_of.pop(key, None)
     state.keys[slot] = None
-    state.frag[slot] = {}
+    state.frag_id[slot] = 0
+    state.frag_n[slot] = 0
+    state.frag_multi.pop(slot, None)
     for j in range(len(spec.aggs)):
         state.ordered[j].pop(slot, None)
         state.frontier[j].pop(slot, None)
@@ -359,7 +440,7 @@ def out_columns(spec: AggSpec) -> list:
     return [o for _, o in spec.group] + [a.out for a in spec.aggs]
 
 
-def _build(spec, state, rows, bits, w) -> Delta:
+def _build(spec, state, rows, ids, w) -> Delta:
     names = out_columns(spec)
     types = state.out_types or [None] * len(names)
     cols = list(zip(*rows))
@@ -373,11 +454,12 @@ def _build(spec, state, rows, bits, w) -> Delta:
             a = pa.array(list(c), type=t)
         arrays.append(a)
     if not spec.annotated:
-        sk = np.zeros((len(bits), 0), dtype=np.int64)
+        sk = np.zeros((len(ids), 0), dtype=np.int64)
     else:
-        sk = np.empty(len(bits), dtype=object)
-        for i, b in enumerate(bits):
-            sk[i] = b
+        sk = np.empty(len(ids), dtype=object)
+        nb = spec.nbits
+        for i, x in enumerate(ids):
+            sk[i] = bits_from_ids(x, nb)
     return Delta(pa.Table.from_arrays(arrays, names=names), np.asarray(w, np.int64), sk)
 
 

@@ -68,12 +68,32 @@ def is_compact(s) -> bool:
     return s.ndim == 2
 
 
+# Sketches of at most one fragment are interned: frozenbitarrays are immutable, and most
+# groups and rows lie in one fragment, so one shared object (~240 B) per (nbits, fragment)
+# replaces one per group.  Bounded so that many sketch spaces cannot grow it without end.
+_SMALL: dict = {}
+_SMALL_MAX = 1 << 16
+
+
 def bits_from_ids(ids, nbits: int) -> frozenbitarray:
+    if type(ids) is not tuple:
+        ids = [int(i) for i in ids]
+    if len(ids) > 1:
+        return _make_bits(ids, nbits)
+    key = (nbits, ids[0] if ids else -1)
+    b = _SMALL.get(key)
+    if b is None:
+        if len(_SMALL) >= _SMALL_MAX:
+            _SMALL.clear()
+        b = _SMALL[key] = _make_bits(ids, nbits)
+    return b
+
+
+def _make_bits(ids, nbits: int) -> frozenbitarray:
     b = bitarray(nbits)
     b.setall(0)
-    ids = [int(i) for i in ids]
     if ids:
-        b[ids] = 1
+        b[list(ids)] = 1
     return frozenbitarray(b)
 
 
