@@ -10,16 +10,16 @@ SQL engines may return any k rows.
 Incremental rule: remember the emitted top-k; apply the delta to the ordered state; take
 the new top-k and emit the multiset difference (deletes for rows that left, inserts for
 rows that entered) - at most one pair of changes per affected row and batch.
-State kept (``topk.ordered.v1``): a SortedDict from order key to ⟨row, sketch, count⟩,
-the emitted top-k, and for the bounded variant (keep only the best m rows) a frontier:
-every untracked row sorts at or after it.  When deletions leave fewer than k tracked
+State kept (``topk.ordered.v2``): a SortedDict from order key to count - the key is one
+flat tuple that embeds the whole row and its sketch ids, so row and sketch are read back
+from it rather than stored beside it - the emitted top-k, and for the bounded variant
+(keep only the best m rows) a frontier: every untracked row sorts at or after it.  When deletions leave fewer than k tracked
 rows while some were dropped, ``RecaptureRequired`` is raised.
 Sketches: the top-k rows keep their own sketches; rows outside the top-k contribute none.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -29,23 +29,66 @@ from sortedcontainers import SortedDict
 
 from operators.errors import InvariantError
 from operators.sketch.aggregate import RecaptureRequired
-from operators.sketch.delta import Delta, as_sets, bits_from_ids, ids_of
+from operators.sketch.delta import Delta, as_sets, bits_from_ids
 
-ENCODING = "topk.ordered.v1"
+ENCODING = "topk.ordered.v2"  # v2: flat keys (no per-value pairs), entries are bare counts
 
 
-@functools.total_ordering
+class _Edge:
+    """Sorts before (``_FIRST``) or after (``_LAST``) every value: NULL in an order key."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: bool):
+        self.last = last
+
+    def __lt__(self, o):
+        return not self.last and o is not self
+
+    def __le__(self, o):
+        return not self.last or o is self
+
+    def __gt__(self, o):
+        return self.last and o is not self
+
+    def __ge__(self, o):
+        return self.last or o is self
+
+    def __eq__(self, o):
+        return o is self
+
+    def __hash__(self):
+        return 0x5EED + self.last
+
+    def __reduce__(self):  # pickled by name, so it stays a singleton
+        return "_LAST" if self.last else "_FIRST"
+
+
+_FIRST, _LAST = _Edge(False), _Edge(True)
+
+
 class _Rev:
+    """A non-numeric value in reverse order (DESC); numbers are negated instead."""
+
     __slots__ = ("v",)
 
     def __init__(self, v):
         self.v = v
 
     def __eq__(self, o):
-        return self.v == o.v
+        return isinstance(o, _Rev) and self.v == o.v
 
     def __lt__(self, o):
-        return o.v < self.v
+        return o.v < self.v if isinstance(o, _Rev) else NotImplemented
+
+    def __le__(self, o):
+        return o.v <= self.v if isinstance(o, _Rev) else NotImplemented
+
+    def __gt__(self, o):
+        return o.v > self.v if isinstance(o, _Rev) else NotImplemented
+
+    def __ge__(self, o):
+        return o.v >= self.v if isinstance(o, _Rev) else NotImplemented
 
     def __hash__(self):
         return hash(self.v)
@@ -54,14 +97,19 @@ class _Rev:
         return (_Rev, (self.v,))
 
 
-def _nk(v):
-    return (1, 0) if v is None else (0, v)
+def _desc(v):
+    if v is None:
+        return _FIRST
+    t = type(v)
+    return -v if (t is int or t is float) else _Rev(v)
 
 
 def order_key(order, row, sketch_ids) -> tuple:
-    """The total order described in the module docstring."""
-    main = tuple(_Rev(_nk(row[i])) if desc else _nk(row[i]) for i, desc in order)
-    return main + tuple(_nk(v) for v in row) + (tuple(sketch_ids),)
+    """The total order described in the module docstring, as one flat tuple:
+    ⟨ORDER BY values (DESC ones negated or reversed), every column, sketch ids⟩ with NULL
+    as ``_LAST`` (``_FIRST`` under DESC); the tail holds the row itself for ``_from_key``."""
+    main = tuple(_desc(row[i]) if desc else (_LAST if row[i] is None else row[i]) for i, desc in order)
+    return main + tuple(_LAST if v is None else v for v in row) + (tuple(sketch_ids),)
 
 
 @dataclass(frozen=True)
@@ -77,7 +125,7 @@ class TopKSpec:
 
 @dataclass
 class TopKState:
-    entries: SortedDict = field(default_factory=SortedDict)  # key -> [row, bits, count]
+    entries: SortedDict = field(default_factory=SortedDict)  # order key -> count
     emitted: Counter = field(default_factory=Counter)  # key -> count in the current top-k
     frontier: tuple | None = None
     types: list | None = None
@@ -85,15 +133,15 @@ class TopKState:
 
 
 def _kept(state) -> int:
-    return sum(e[2] for e in state.entries.values())
+    return sum(state.entries.values())
 
 
 def _top(spec, state) -> Counter:
     out, left = Counter(), spec.k
-    for key, e in state.entries.items():
+    for key, n in state.entries.items():
         if left <= 0:
             break
-        c = min(e[2], left)
+        c = min(n, left)
         out[key] = c
         left -= c
     if left > 0 and state.frontier is not None:
@@ -113,33 +161,34 @@ def step(spec: TopKSpec, state: TopKState, d: Delta | None):
     sk = as_sets(d.sketch, spec.nbits)
     ent, F = state.entries, state.frontier
     net: dict = {}
+    seen: dict = {}  # one ids tuple per distinct sketch, shared by the keys
     for row, bits, w in zip(rows, sk, d.weight.tolist()):
-        key = order_key(spec.order, row, ids_of(bits))
-        x = net.get(key)
-        net[key] = [row, bits, w + (x[2] if x else 0)]
-    for key, (row, bits, w) in net.items():
+        ids = seen.get(bits)
+        if ids is None:
+            ids = seen[bits] = tuple(bits.search(1))
+        key = order_key(spec.order, row, ids)
+        net[key] = net.get(key, 0) + w
+    for key, w in net.items():
         if w == 0:
             continue
         if F is not None and key >= F:
             continue  # untracked region of the bounded state
-        e = ent.get(key)
-        if e is None:
-            if w < 0:
-                raise InvariantError(f"{spec.name}: delete of a row not in the state: {row!r}")
-            ent[key] = [row, bits, w]
+        n = ent.get(key, 0) + w
+        if n > 0:
+            ent[key] = n
+        elif n == 0:
+            del ent[key]
+        elif n == w:
+            raise InvariantError(f"{spec.name}: delete of a row not in the state: {_from_key(spec, key)[0]!r}")
         else:
-            e[2] += w
-            if e[2] == 0:
-                del ent[key]
-            elif e[2] < 0:
-                raise InvariantError(f"{spec.name}: negative multiplicity for row {row!r}")
+            raise InvariantError(f"{spec.name}: negative multiplicity for row {_from_key(spec, key)[0]!r}")
     if spec.bound is not None:
         total = _kept(state)
         while total > spec.bound and len(ent) > 1:
-            if total - ent.peekitem(-1)[1][2] < spec.k:
+            if total - ent.peekitem(-1)[1] < spec.k:
                 break  # never evict below k rows (a heavy duplicate may exceed the bound)
-            key, e = ent.popitem(-1)
-            total -= e[2]
+            key, n = ent.popitem(-1)
+            total -= n
             F = key if F is None or key < F else F
         state.frontier = F
     new = _top(spec, state)
@@ -149,11 +198,7 @@ def step(spec: TopKSpec, state: TopKState, d: Delta | None):
         dc = new.get(key, 0) - old.get(key, 0)
         if dc == 0:
             continue
-        e = ent.get(key)
-        if e is None:  # left the state entirely: the key embeds the row and its sketch
-            row, bits = _from_key(spec, key)
-        else:
-            row, bits = e[0], e[1]
+        row, bits = _from_key(spec, key)
         out_rows.append(row)
         out_bits.append(bits)
         out_w.append(dc)
@@ -175,7 +220,7 @@ def _from_key(spec: TopKSpec, key):
     """Recover ⟨row, sketch⟩ from an order key (the key embeds the whole row and sketch)."""
     n = len(spec.columns)
     tail = key[len(spec.order):]
-    row = tuple(None if flag == 1 else v for flag, v in tail[:n])
+    row = tuple(None if v is _LAST else v for v in tail[:n])
     return row, bits_from_ids(tail[n], spec.nbits)
 
 
