@@ -6,7 +6,7 @@ boundaries), options, base-table schemas, and one entry per operator of the plan
 tree in depth-first order - ``(operator kind, state encoding name, state object)`` -
 plus the final merge's state.  ``decode`` refuses unknown magic or versions with
 ``StateError``; the maintainer checks that every operator's encoding name matches the
-one its code writes today (e.g. ``aggregate.groups.v2``) before it adopts the state.
+one its code writes today (e.g. ``aggregate.groups.v3``) before it adopts the state.
 Snapshots are trusted input (they are written by the job itself, into its own state
 tables): pickle must never be fed bytes from elsewhere.
 """
