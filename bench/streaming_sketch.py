@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from connectors import delta_sink as sink  # noqa: E402
-from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from connectors.kafka_broker import EmbeddedBroker, free_port, reset_topics  # noqa: E402
 from connectors.producer import CdcProducer  # noqa: E402
 from streaming_app.config import parse_config  # noqa: E402
 
@@ -165,7 +165,9 @@ def run_variant(broker, spark, work: Path, base: Path, n_queries: int, args, sam
     }
     cfg = parse_config(data)
     lake = sink.Lake(cfg.lake_root)
-    create_topics(broker.bootstrap, cfg.topics, partitions=1)  # one partition: send order = offsets
+    # emptied first: a rerun in the same --work dir (broker storage kept) must not read the
+    # previous run's records; one partition, so send order = offsets
+    reset_topics(broker.bootstrap, cfg.topics, partitions=1)
     t0 = time.perf_counter()
     for qn, sql, table, attr in queries(n_queries):
         t1 = time.perf_counter()

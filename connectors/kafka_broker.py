@@ -260,3 +260,25 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> Non
                 time.sleep(0.2)
     finally:
         admin.close()
+
+
+def reset_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
+    """Delete the topics that exist and create them empty (a rerun starts from nothing)."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
+    try:
+        existing = [t for t in topics if t in set(admin.list_topics())]
+        if existing:
+            try:
+                admin.delete_topics(existing)
+            except UnknownTopicOrPartitionError:
+                pass
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and set(existing) & set(admin.list_topics()):
+                time.sleep(0.3)
+            time.sleep(1.0)
+    finally:
+        admin.close()
+    create_topics(bootstrap, topics, partitions)

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from connectors.kafka_broker import EmbeddedBroker, create_topics
+from connectors.kafka_broker import EmbeddedBroker, reset_topics
 from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows
 from streaming_app.config import REPO_ROOT, load_config
 
@@ -34,27 +34,6 @@ def tpch_subset(scale: float = 0.01) -> Path:
         subprocess.run([str(exe), "parquet", "-s", str(scale), f"--tables={','.join(TPCH_TABLES)}",
                         f"--output-dir={out}"], check=True, capture_output=True)
     return out
-
-
-def _reset_topics(bootstrap: str, topics: list[str]) -> None:
-    from kafka import KafkaAdminClient
-    from kafka.errors import UnknownTopicOrPartitionError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-demo")
-    try:
-        existing = [t for t in topics if t in set(admin.list_topics())]
-        if existing:
-            try:
-                admin.delete_topics(existing)
-            except UnknownTopicOrPartitionError:
-                pass
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and set(existing) & set(admin.list_topics()):
-                time.sleep(0.3)
-            time.sleep(1.0)
-    finally:
-        admin.close()
-    create_topics(bootstrap, topics)
 
 
 def _stream_updates(cfg, prod: CdcProducer, gens: dict, rate: float, stop: threading.Event) -> None:
@@ -76,6 +55,21 @@ def _stream_updates(cfg, prod: CdcProducer, gens: dict, rate: float, stop: threa
     prod.flush()
 
 
+def _print_sketches(cfg) -> None:
+    """One line per kept sketch and table: fragments in the sketch, the batch it reflects."""
+    from connectors.delta_sink import Lake
+
+    try:
+        import deltalake
+
+        rows = deltalake.DeltaTable(Lake(cfg.lake_root).output("sketches")).to_pyarrow_table().to_pylist()
+    except Exception:  # noqa: BLE001 - no sketch captured (no batch brought rows)
+        return
+    for r in sorted(rows, key=lambda r: (r["query"], r["table_name"])):
+        print(f"sketch            {r['query']} on {r['table_name']}.{r['attribute']}: {len(r['fragments'])} of "
+              f"{r['n_fragments'] + 1} fragments, as of batch {r['batch_id']}")
+
+
 def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR / "kafka",
              rate: float = 200.0, ui: bool = True) -> int:
     from streaming_app.runner import run_job
@@ -91,7 +85,7 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
         cfg = cfg.with_overrides(bootstrap_servers=broker.bootstrap, ui=ui)
         shutil.rmtree(cfg.lake_root, ignore_errors=True)
         shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
-        _reset_topics(broker.bootstrap, cfg.topics)
+        reset_topics(broker.bootstrap, cfg.topics)
 
         tpch = tpch_subset()
         prod = CdcProducer(broker.bootstrap)
@@ -123,7 +117,8 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
         print(f"quarantined       {t['quarantined']}")
         print(f"tombstones        {t['tombstones']}")
         print(f"records produced  {prod.sent}")
-        print(f"lake              {cfg.lake_root}  (mirrors/, quarantine, batches)")
+        print(f"lake              {cfg.lake_root}  (mirrors/, quarantine, batches, sketches)")
+        _print_sketches(cfg)
         return 0
     finally:
         if started_broker:
