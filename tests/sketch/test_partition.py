@@ -62,6 +62,50 @@ def test_predicate_merges_adjacent_ranges():
     assert s.predicate([0]) == "s < 'o''k'"
 
 
+def test_grouped_predicate_guards_groups_of_ranges_by_their_span():
+    p = RangePartition("x", list(range(0, 110, 10)))  # 10 value fragments, 10 = NULL
+    # up to four ranges the grouped form is the flat one
+    assert p.predicate([1, 3, 5, 7], grouped=True) == p.predicate([1, 3, 5, 7])
+    # five ranges: groups of ceil(sqrt(5)) = 3 and 2, each behind its span
+    assert p.predicate([0, 2, 4, 6, 9, 10], grouped=True) == (
+        "(x < 50 AND ((x < 10) OR (x >= 20 AND x < 30) OR (x >= 40 AND x < 50))) OR "
+        "(x >= 60 AND ((x >= 60 AND x < 70) OR (x >= 90))) OR (x IS NULL)")
+    assert p.runs([4, 0, 2, 3, 10]) == ([(0, 0), (2, 4)], True)
+
+
+def _selected(predicate: str, column: pa.Array) -> list[bool]:
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("t", pa.table({"x": column, "i": pa.array(range(len(column)), pa.int64())}))
+    hit = {i for (i,) in con.execute(f"SELECT i FROM t WHERE {predicate}").fetchall()}
+    return [i in hit for i in range(len(column))]
+
+
+@settings(max_examples=120, deadline=None)
+@given(bounds=st.lists(st.integers(-1000, 1000), min_size=2, max_size=80, unique=True),
+       picks=st.lists(st.booleans(), min_size=81, max_size=81),
+       values=st.lists(st.one_of(st.none(), st.integers(-1100, 1100)), max_size=60))
+def test_flat_and_grouped_predicates_select_exactly_the_sketch(bounds, picks, values):
+    """Oracle: a row passes the SQL condition (run by DuckDB) iff fragment_of puts it in the
+    sketch, for both forms; boundary values themselves and NULLs are always among the rows."""
+    p = RangePartition("x", sorted(bounds))
+    frags = [i for i in range(p.n_fragments + 1) if picks[i]]
+    col = pa.array(values + list(p.boundaries) + [None], pa.int64())
+    want = np.isin(p.fragment_of(col), frags).tolist()
+    assert _selected(p.predicate(frags), col) == want
+    assert _selected(p.predicate(frags, grouped=True), col) == want
+
+
+def test_grouped_predicate_on_dates():
+    days = [dt.date(1992, 1, 1) + dt.timedelta(days=30 * i) for i in range(30)]
+    p = RangePartition("x", days)
+    frags = list(range(0, 29, 3)) + [29]  # 29 value fragments, 29 = NULL
+    col = pa.array([dt.date(1991, 6, 1)] + [d + dt.timedelta(days=k) for d in days for k in (0, 15)] + [None])
+    want = np.isin(p.fragment_of(col), frags).tolist()
+    assert _selected(p.predicate(frags, grouped=True), col) == want == _selected(p.predicate(frags), col)
+
+
 def test_equi_depth():
     vals = list(range(1, 1001))
     p = RangePartition.equi_depth("a", vals, 10)
