@@ -214,20 +214,27 @@ def cmd_show(args) -> int:
 
 
 def cmd_filter(args) -> int:
+    from streaming_app.sketch_query import sketch_predicate
+
     cfg = _cfg(args)
     _, reg, recs = _records(cfg, args.name)
+
+    def pred(part) -> str:
+        rec = recs[part.table.lower()]
+        return rec["predicate"] if args.form == "flat" else sketch_predicate(part, rec["fragments"], args.form)
+
+    parts = [p for p in reg.parts if p.table.lower() in recs]
     if args.table:
-        rec = recs.get(args.table.lower())
-        if rec is None:
+        part = next((p for p in parts if p.table.lower() == args.table.lower()), None)
+        if part is None:
             raise ConfigError(f"sketch {args.name!r} has no partitioned table {args.table!r} "
                               f"(it has {', '.join(p.table for p in reg.parts)})")
-        print(rec["predicate"])
-    elif len(recs) == 1:
-        print(next(iter(recs.values()))["predicate"])
+        print(pred(part))
+    elif len(parts) == 1:
+        print(pred(parts[0]))
     else:  # one line per table: "table: predicate"
-        for part in reg.parts:
-            if part.table.lower() in recs:
-                print(f"{part.table}: {recs[part.table.lower()]['predicate']}")
+        for part in parts:
+            print(f"{part.table}: {pred(part)}")
     return 0
 
 
@@ -240,7 +247,7 @@ def cmd_query(args) -> int:
     from streaming_app.sketch_query import run_query
 
     cfg = _cfg(args)
-    out = run_query(_spark(cfg), cfg, args.sql, args.use_sketch)
+    out = run_query(_spark(cfg), cfg, args.sql, args.use_sketch, args.form)
     p = out["plain"]
     print(f"without sketch: {_scan_line(p)}")
     if "sketch" in out:
@@ -249,8 +256,10 @@ def cmd_query(args) -> int:
         if s.bytes:
             print(f"data read: {p.bytes / s.bytes:.1f}x less with the sketch")
         for t, pred in out["predicates"].items():
-            e = out["expected"][t]
-            print(f"predicate on {t}: {pred}  (Delta file statistics: {e['files']} of {e['files_total']} files)")
+            e, n = out["expected"][t], out["ranges"][t]
+            shown = pred if len(pred) <= 240 else pred[:200] + f" ... ({len(pred):,} characters; sketch filter prints it)"
+            print(f"predicate on {t} ({n} range{'s' if n != 1 else ''}, {args.form}): {shown}  "
+                  f"(Delta file statistics: {e['files']} of {e['files_total']} files)")
         print(f"results equal: {out['equal']}")
     if args.show_rows:
         for r in p.rows[: args.show_rows]:
@@ -319,6 +328,9 @@ def add_commands(sub, common) -> None:
     common(f, ui=False)
     f.add_argument("name")
     f.add_argument("--table", help="only this partitioned table's predicate (default: all, one per line)")
+    f.add_argument("--form", choices=("flat", "grouped"), default="flat",
+                   help="flat: an OR of the merged ranges (default, as stored in 'sketches'); grouped: the same "
+                        "ranges in about sqrt(n) groups behind their spans, cheaper per row when there are many")
     f.set_defaults(fn=cmd_filter)
 
     lay = ss.add_parser("layout", help="cluster a mirror by an attribute for skipping (OPTIMIZE ZORDER BY)")
@@ -333,6 +345,8 @@ def add_commands(sub, common) -> None:
     q.add_argument("--sql", required=True, help="the query")
     q.add_argument("--use-sketch", help="also run it with this sketch's predicate and compare")
     q.add_argument("--show-rows", type=int, default=0, help="print the first N result rows")
+    q.add_argument("--form", choices=("grouped", "flat"), default="grouped",
+                   help="form of the sketch predicates the query runs with (see sketch filter --form)")
     q.set_defaults(fn=cmd_query)
 
 

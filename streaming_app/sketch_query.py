@@ -107,17 +107,22 @@ def merged_runs(part: sm.Part, fragments) -> tuple[list, bool]:
 
 def partition_runs(p, fragments) -> tuple[list, bool]:
     """``merged_runs`` for a ``RangePartition`` (e.g. one of an engine's several partitions)."""
-    ids = sorted(int(i) for i in fragments)
-    has_null = p.n_fragments in ids
-    runs: list[list[int]] = []
-    for i in (i for i in ids if i < p.n_fragments):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
+    runs, has_null = p.runs(fragments)
     out = [(p.boundaries[lo] if lo > 0 else None, p.boundaries[hi + 1] if hi < p.n_fragments - 1 else None)
            for lo, hi in runs]
     return out, has_null
+
+
+PREDICATE_FORMS = ("grouped", "flat")
+
+
+def sketch_predicate(part: sm.Part, fragments, form: str = "grouped") -> str:
+    """The SQL condition selecting a sketch's fragments of one partitioned table:
+    ``flat`` (an OR of the merged ranges, as stored in ``sketches.predicate``) or
+    ``grouped`` (the same ranges in about sqrt(n) groups behind their spans; RangePartition.predicate)."""
+    if form not in PREDICATE_FORMS:
+        raise ConfigError(f"predicate form {form!r} is not one of {', '.join(PREDICATE_FORMS)}")
+    return part.partition().predicate(fragments, grouped=form == "grouped")
 
 
 def _num(v):
@@ -252,25 +257,28 @@ def _norm(rows) -> list:
     return [tuple(v(x) for x in r) for r in rows]
 
 
-def run_query(spark, cfg, sql: str, use_sketch: str | None = None) -> dict:
+def run_query(spark, cfg, sql: str, use_sketch: str | None = None, form: str = "grouped") -> dict:
     """Run ``sql`` over the mirrors, and with ``use_sketch`` again with every partitioned
-    table restricted to the sketch; files and bytes are Spark's scan metrics (files left after
-    Delta's data skipping), ``expected`` what the Delta log's file statistics predict for the
-    partitioned tables, ``equal`` whether both results agree."""
+    table restricted to the sketch (its predicates in ``form``, see ``sketch_predicate``);
+    files and bytes are Spark's scan metrics (files left after Delta's data skipping),
+    ``expected`` what the Delta log's file statistics predict for the partitioned tables,
+    ``ranges`` the merged ranges per table, ``equal`` whether both results agree."""
     lake = sink.Lake(cfg.lake_root)
     out = {"plain": run_with_predicates(spark, cfg, sql)}
     if use_sketch:
         reg, recs = records(spark, cfg, use_sketch)
-        preds, expected = {}, {}
+        preds, expected, ranges = {}, {}, {}
         for part in reg.parts:
             rec = recs.get(part.table.lower())
             if rec is None:
                 raise ConfigError(f"sketch {use_sketch!r} has no row for table {part.table!r} yet")
-            preds[part.table] = rec["predicate"]
+            preds[part.table] = sketch_predicate(part, rec["fragments"], form)
             runs, has_null = merged_runs(part, rec["fragments"])
+            ranges[part.table] = len(runs) + has_null
             expected[part.table] = file_stats(lake.mirror(part.table), part.attribute, runs, has_null)
         out["sketch"] = run_with_predicates(spark, cfg, sql, preds)
         out["predicates"] = preds
+        out["ranges"] = ranges
         out["expected"] = expected
         out["equal"] = results_equal(sql, out["plain"].rows, out["sketch"].rows)
     return out

@@ -182,14 +182,20 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     assert any("big_orders" in x and "delta rows" in x for x in reported())
 
     # using the sketches: same results with the predicate, never more files
+    used = {}
     for name, (sql, parts, _) in QUERIES.items():
-        out = run_query(spark, cfg, sql, use_sketch=name)
+        out = used[name] = run_query(spark, cfg, sql, use_sketch=name)  # the grouped predicate form
         assert out["equal"], (name, out["plain"].rows, out["sketch"].rows)
         assert len(out["plain"].rows) == len(out["sketch"].rows)
         assert set(out["predicates"]) == {t for t, _ in parts}
         for t, _ in parts:  # Spark read no more files than the Delta statistics say it must
             assert out["sketch"].scan[t]["files"] <= out["expected"][t]["files"] <= out["plain"].scan[t]["files"]
     assert final["lineitem"].num_rows > 0
+    # the flat form: the same result from the same files
+    flat = run_query(spark, cfg, QUERIES["top_revenue"][0], use_sketch="top_revenue", form="flat")
+    assert flat["equal"] and flat["sketch"].rows == used["top_revenue"]["sketch"].rows
+    assert ({t: s["files"] for t, s in flat["sketch"].scan.items()}
+            == {t: s["files"] for t, s in used["top_revenue"]["sketch"].scan.items()})
 
     # the CLI reads sketches without Spark for eager queries
     path = tmp_path / "job.toml"
@@ -217,6 +223,12 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "filter", "top_revenue", "--table",
                           "lineitem"], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == top["lineitem"], res.stderr
+    res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "filter", "top_revenue", "--table",
+                          "lineitem", "--form", "grouped"], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    li = spark.read.format("delta").load(str(cfg.lake_root / "mirrors/lineitem"))
+    by_grouped, by_flat = li.where(res.stdout.strip()), li.where(top["lineitem"])
+    assert by_grouped.count() == by_flat.count() > 0 and by_grouped.exceptAll(by_flat).count() == 0
     res = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "show", "nope"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1
