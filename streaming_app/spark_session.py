@@ -16,6 +16,12 @@ from streaming_app.config import SparkConfig
 from streaming_app.jars import spark_jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
+# -XX:-DontCompileHugeMethods: a sketch predicate of many ranges compiles to generated methods
+# over HotSpot's 8000-bytecode JIT limit, which would run interpreted: on 3M rows in 256 files
+# with 169 ranges, a repeated scan took 39 s with the JVM's default and 5.8 s with this
+# (bench/results/predicate_forms.md).
+JVM_OPTIONS = "-Xss16m -Duser.timezone=UTC -XX:-DontCompileHugeMethods"
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,8 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
         b = (b.master(spark_cfg.master)
              .config("spark.jars", ",".join(str(p) for p in spark_jars()))
              .config("spark.driver.memory", spark_cfg.driver_memory)
-             # Larger thread stacks: deep py4j/foreachBatch stacks under Delta MERGE planning.
-             .config("spark.driver.extraJavaOptions", "-Xss16m -Duser.timezone=UTC"))
+             .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+             .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
     b = (
         b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
