@@ -200,8 +200,9 @@ def cmd_show(args) -> int:
             "mirror_version": rec["mirror_version"], "batch_id": rec["batch_id"],
         })
     any_rec = next(iter(recs.values()))
+    st = sq.staleness(lake, recs)
     info = {"query": reg.name, "mode": reg.mode, "tables": tables,
-            "mirror_versions": dict(any_rec["mirror_versions"] or [])}
+            "mirror_versions": dict(any_rec["mirror_versions"] or []), "staleness": st}
     if args.json:
         print(json.dumps(info, default=str))
         return 0
@@ -210,6 +211,7 @@ def cmd_show(args) -> int:
         for k, v in t.items():
             print(f"{k:>16}: {v}")
     print(f"{'mirror_versions':>16}: {info['mirror_versions']}")
+    print(f"{'staleness':>16}: {sq.staleness_line(st)}")
     return 0
 
 
@@ -318,7 +320,7 @@ def add_commands(sub, common) -> None:
     d.add_argument("name")
     d.set_defaults(fn=cmd_drop)
 
-    sh = ss.add_parser("show", help="a sketch's ranges, share of the table covered, version")
+    sh = ss.add_parser("show", help="a sketch's ranges, share of the table covered, version, staleness")
     common(sh, ui=False)
     sh.add_argument("name")
     sh.add_argument("--json", action="store_true", help="print one JSON object")

@@ -98,6 +98,35 @@ def coverage(lake: sink.Lake, rec: dict, part: sm.Part) -> tuple[int, int]:
     return int(inside.sum()), len(ids)
 
 
+def staleness(lake: sink.Lake, recs: dict, now=None) -> dict:
+    """How far a query's sketch lags behind its mirrors: per table the query reads, the latest
+    mirror version against the version the sketch reflects (only tables behind are listed), and
+    the seconds since its ``sketches`` rows were written. An eager sketch lags by the batches the
+    job has not finished; a lazy one until it is asked for."""
+    import deltalake
+
+    reflected: dict = {}
+    for rec in recs.values():
+        reflected.update({t: int(v) for t, v in (rec["mirror_versions"] or [])})
+    behind = {}
+    for t, v in sorted(reflected.items()):
+        latest = int(deltalake.DeltaTable(lake.mirror(t)).version())
+        if latest > v:
+            behind[t] = {"sketch": v, "mirror": latest, "versions": latest - v}
+    updated = max((r["updated_at"] for r in recs.values() if r["updated_at"] is not None), default=None)
+    now = now or sink.utcnow()
+    age = None if updated is None else max(0.0, (now - updated).total_seconds())
+    return {"current": not behind, "behind": behind, "updated_at": updated, "age_s": age}
+
+
+def staleness_line(st: dict) -> str:
+    age = "" if st["age_s"] is None else f", updated {st['age_s']:.0f} s ago"
+    if st["current"]:
+        return f"current (every mirror at the version the sketch reflects){age}"
+    lag = ", ".join(f"{t} v{b['sketch']} of v{b['mirror']} ({b['versions']} behind)" for t, b in st["behind"].items())
+    return f"behind: {lag}{age}"
+
+
 # -- file statistics -------------------------------------------------------------------------------
 
 def merged_runs(part: sm.Part, fragments) -> tuple[list, bool]:

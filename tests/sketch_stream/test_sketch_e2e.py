@@ -213,6 +213,8 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     rich = spark.read.format("delta").load(str(cfg.lake_root / "sketches")).where("query = 'rich_nations'").first()
     assert shown["tables"][0]["fragments"] == f"{len(rich.fragments)} of {rich.n_fragments + 1}"
     assert shown["tables"][0]["mirror_version"] == rich.mirror_version
+    # the job drained every record, so the eager sketch reflects every mirror's latest version
+    assert shown["staleness"]["current"] and shown["staleness"]["behind"] == {}, shown["staleness"]
     # a sketch on two tables: one "table: predicate" line each, or one table's with --table
     top = {r.table_name: r.predicate for r in
            spark.read.format("delta").load(str(cfg.lake_root / "sketches")).where("query = 'top_revenue'").collect()}

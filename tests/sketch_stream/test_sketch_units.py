@@ -157,3 +157,27 @@ def test_declared_not_null_columns_and_ranges_let_the_safety_check_prove_a_top_k
                                               "ranges": {"l_quantity": [0, 1e9]}}]})
     assert declared_stats(sure) == {"lineitem": {"l_quantity": (0, 1e9)}}
     assert "is safe" in check_safe(sure, "t", sql, parts)[0]
+
+
+def test_staleness_counts_versions_each_mirror_is_ahead(tmp_path):
+    """Real Delta mirrors (delta-rs): a table the sketch reflects at an older version is listed
+    with how far behind it is; a table at its latest version is not."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from connectors.delta_sink import Lake
+    from streaming_app.sketch_query import staleness, staleness_line
+
+    lake = Lake(tmp_path / "lake")
+    for t, n in (("orders", 1), ("lineitem", 4)):  # versions 0 .. n-1
+        for i in range(n):
+            write_deltalake(lake.mirror(t), pa.table({"k": [i]}), mode="append")
+    written = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    recs = {"lineitem": {"mirror_versions": [("orders", 0), ("lineitem", 1)], "updated_at": written}}
+    st = staleness(lake, recs, now=written + dt.timedelta(seconds=90))
+    assert st["behind"] == {"lineitem": {"sketch": 1, "mirror": 3, "versions": 2}} and not st["current"]
+    assert st["age_s"] == 90
+    assert staleness_line(st) == "behind: lineitem v1 of v3 (2 behind), updated 90 s ago"
+    recs["lineitem"]["mirror_versions"] = [("orders", 0), ("lineitem", 3)]
+    st = staleness(lake, recs, now=written)
+    assert st["current"] and st["behind"] == {} and staleness_line(st).startswith("current")
