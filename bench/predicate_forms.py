@@ -14,7 +14,7 @@ JVM_OPTIONS, which lets HotSpot compile methods over 8000 bytecodes), ``default`
 JVM's default.
 
 Usage: python bench/predicate_forms.py [--rows 3000000] [--files 256] [--ranges 20,80,180] [--reps 3]
-Writes bench/results/predicate_forms.md and .json.
+Writes bench/results/predicate_forms.md, .json and .png.
 """
 
 from __future__ import annotations
@@ -113,6 +113,7 @@ def main() -> int:
         saved = json.loads(Path(args.render).read_text())
         summary, bad = _summary(saved["runs"])
         Path(args.out).write_text(_markdown(saved["meta"], summary, bad))
+        _plot(Path(args.out).with_suffix(".png"), summary)
         return 1 if bad else 0
     args.ranges = [int(x) for x in str(args.ranges).split(",") if x.strip()]
     if args.child:
@@ -140,6 +141,7 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
     out.write_text(_markdown(meta, summary, bad))
+    _plot(out.with_suffix(".png"), summary)
     for e in summary:
         log(f"{e['jvm']:>7} {e['ranges']:>4} ranges, first run: no predicate {e['none_first']:.2f} s, "
             f"flat {e['flat_first']:.2f} s, grouped {e['grouped_first']:.2f} s: flat/grouped "
@@ -198,6 +200,7 @@ def _markdown(meta: dict, summary: list, bad: list) -> str:
         "predicate chars flat / grouped |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    lines[2:2] = ["![first-run and repeat seconds per scan](predicate_forms.png)", ""]
     for e in summary:
         lines.append(
             f"| {e['jvm']} | {e['ranges']} | {e['flat_rows']:,} | {e['flat_files']} of {e['none_files']} | "
@@ -210,6 +213,31 @@ def _markdown(meta: dict, summary: list, bad: list) -> str:
               "", "Both forms selected the same rows and read the same files in every run."
               if not bad else f"**The forms disagreed: {bad}.**", ""]
     return "\n".join(lines)
+
+
+def _plot(path: Path, summary: list) -> None:
+    """First-run and repeat seconds per sketch size, flat vs grouped, one panel per JVM setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for ax, jvm in zip(axes, ("default", "jit")):
+        es = [e for e in summary if e["jvm"] == jvm]
+        xs = [e["ranges"] for e in es]
+        for form, colour in (("flat", "tab:red"), ("grouped", "tab:green")):
+            ax.plot(xs, [e[f"{form}_first"] for e in es], "o-", color=colour, label=f"{form}, first run")
+            ax.plot(xs, [e[f"{form}_repeat"] for e in es], "s--", color=colour, alpha=0.6, label=f"{form}, repeat")
+        ax.plot(xs, [e["none_first"] for e in es], "^:", color="tab:blue", label="no predicate")
+        ax.set_title(f"JVM: {jvm}" + (" (-XX:-DontCompileHugeMethods)" if jvm == "jit" else ""))
+        ax.set_xlabel("ranges in the sketch predicate")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("seconds per scan")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
