@@ -35,9 +35,6 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-NO_JIT_HUGE = "-Xss16m -Duser.timezone=UTC"
-
-
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -50,9 +47,10 @@ def child(args) -> int:
     from operators.sketch import RangePartition
     from streaming_app.config import parse_config
     from streaming_app.sketch_query import scan_metrics
-    from streaming_app.spark_session import SessionOptions, build_session
+    from streaming_app.spark_session import JVM_OPTIONS, SessionOptions, build_session
 
-    conf = {"spark.driver.extraJavaOptions": NO_JIT_HUGE} if args.child == "default" else {}
+    no_jit_huge = JVM_OPTIONS.replace(" -XX:-DontCompileHugeMethods", "")
+    conf = {"spark.driver.extraJavaOptions": no_jit_huge} if args.child == "default" else {}
     cfg = parse_config({
         "job": {"name": "bench_pred", "lake_root": str(Path(args.work) / "lake"),
                 "checkpoint_root": str(Path(args.work) / "ckpt")},
@@ -182,6 +180,7 @@ def _markdown(meta: dict, summary: list, bad: list) -> str:
 
     lines = [
         "# Sketch predicate forms (bench/predicate_forms.py)", "",
+        "![first-run and repeat seconds per scan](predicate_forms.png)", "",
         f"One Delta table of {meta['rows']:,} rows (k, v) in {meta['files']} files clustered by k; "
         f"{meta['fragments']} equi-depth fragments on k; a sketch of n scattered fragments (merged into the "
         "ranges below); `SELECT count(*), sum(v)` with the sketch's predicate in each form and with none, "
@@ -200,7 +199,6 @@ def _markdown(meta: dict, summary: list, bad: list) -> str:
         "predicate chars flat / grouped |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines[2:2] = ["![first-run and repeat seconds per scan](predicate_forms.png)", ""]
     for e in summary:
         lines.append(
             f"| {e['jvm']} | {e['ranges']} | {e['flat_rows']:,} | {e['flat_files']} of {e['none_files']} | "

@@ -165,8 +165,8 @@ class RangePartition:
                 conds.append(f"{a} < {_sql_literal(self.boundaries[hi + 1])}")
             return " AND ".join(conds) if conds else f"{a} IS NOT NULL"
 
-        size = math.isqrt(len(runs) - 1) + 1 if runs else 1
         if grouped and len(runs) > 4:
+            size = math.isqrt(len(runs) - 1) + 1  # ceil(sqrt(n)) ranges per group
             parts = []
             for g in range(0, len(runs), size):
                 group = runs[g:g + size]
