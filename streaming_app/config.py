@@ -64,6 +64,11 @@ class TableConfig:
     # declared value ranges (CHECK col BETWEEN lo AND hi) of numeric columns: enforced like
     # not_null, and facts the safety check may use (e.g. SUM over a non-negative column)
     ranges: tuple[tuple[str, float, float], ...] = ()
+    # How the connector encodes numerics and times (Debezium's decimal.handling.mode and
+    # time.precision.mode). The decoder follows a record's own schema when it carries one
+    # (JsonConverter schemas.enable=true); these say how to read records that do not.
+    decimal_mode: str = "precise"  # precise | string | double
+    time_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect | microseconds | nanoseconds | isostring
 
     @property
     def column_names(self) -> list[str]:
@@ -71,6 +76,34 @@ class TableConfig:
 
     def type_of(self, column: str) -> str:
         return dict(self.columns)[column]
+
+
+DECIMAL_MODES = ("precise", "string", "double")
+TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "microseconds", "nanoseconds", "isostring")
+
+
+@dataclass(frozen=True)
+class DebeziumConfig:
+    """``[debezium]``: the PostgreSQL database that Debezium captures into the tables' topics.
+
+    ``ivmstream connect register`` turns it into the connector's properties; the decoder
+    reads ``decimal_handling_mode`` and ``time_precision_mode`` as every table's default.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 5432
+    database: str = "postgres"
+    user: str = "postgres"
+    password: str = ""
+    schema: str = "public"
+    topic_prefix: str = "dbserver1"
+    connector_name: str = "ivmstream"
+    slot_name: str = "ivmstream"
+    publication_name: str = "ivmstream"
+    decimal_handling_mode: str = "precise"
+    time_precision_mode: str = "adaptive"
+    connect_url: str = "http://127.0.0.1:8083"
+    extra: tuple[tuple[str, str], ...] = ()  # further connector properties, passed as given
 
 
 @dataclass(frozen=True)
@@ -163,6 +196,7 @@ class JobConfig:
     sketches: tuple[SketchConfig, ...] = ()
     sketch: SketchSettings = field(default_factory=SketchSettings)
     source_file: Path | None = None
+    debezium: DebeziumConfig | None = None
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -197,7 +231,11 @@ class JobConfig:
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
 _SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions", "conf"}
-_TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges"}
+_TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges",
+               "decimal_handling_mode", "time_precision_mode"}
+_DEBEZIUM_KEYS = {"host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
+                  "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
+                  "connect_url", "properties"}
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
 _SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
@@ -300,7 +338,41 @@ def _path(value: Any, base: Path, where: str) -> Path:
     return p if p.is_absolute() else (base / p).resolve()
 
 
-def _table(raw: dict, i: int, where: str) -> TableConfig:
+def _mode(value: Any, allowed: tuple[str, ...], w: str, key: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{w}: {key} {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _debezium(raw: dict, where: str) -> DebeziumConfig:
+    w = f"{where}: [debezium]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{w}: must be a table")
+    _check_keys(raw, _DEBEZIUM_KEYS, w)
+    d = DebeziumConfig()
+    kw: dict[str, Any] = {}
+    for k in ("host", "database", "user", "password", "schema", "topic_prefix", "connector_name",
+              "slot_name", "publication_name", "connect_url"):
+        if k in raw:
+            if not isinstance(raw[k], str) or (k != "password" and not raw[k]):
+                raise ConfigError(f"{w}: {k} must be a non-empty string, got {raw[k]!r}")
+            kw[k] = raw[k]
+    if "port" in raw:
+        if isinstance(raw["port"], bool) or not isinstance(raw["port"], int) or not 0 < raw["port"] < 65536:
+            raise ConfigError(f"{w}: port must be an integer in 1..65535, got {raw['port']!r}")
+        kw["port"] = raw["port"]
+    kw["decimal_handling_mode"] = _mode(raw.get("decimal_handling_mode", d.decimal_handling_mode),
+                                        DECIMAL_MODES, w, "decimal_handling_mode")
+    kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
+                                      TIME_MODES, w, "time_precision_mode")
+    props = raw.get("properties", {})
+    if not isinstance(props, dict):
+        raise ConfigError(f"{w}: properties must be a table of connector property = value")
+    kw["extra"] = tuple((str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in props.items())
+    return DebeziumConfig(**kw)
+
+
+def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> TableConfig:
     w = f"{where}: [[tables]] #{i + 1}"
     _check_keys(raw, _TABLE_KEYS, w)
     for k in ("name", "topic", "columns", "primary_key"):
@@ -337,14 +409,20 @@ def _table(raw: dict, i: int, where: str) -> TableConfig:
         if not ok:
             raise ConfigError(f"{w}: ranges: {c!r} must be [min, max] with min <= max, got {r!r}")
         ranges.append((str(c), r[0], r[1]))
+    dbz = dbz or DebeziumConfig()
     return TableConfig(name=name, topic=str(raw["topic"]), columns=columns, primary_key=pk,
-                       source_table=raw.get("source_table"), not_null=nn, ranges=tuple(ranges))
+                       source_table=raw.get("source_table"), not_null=nn, ranges=tuple(ranges),
+                       decimal_mode=_mode(raw.get("decimal_handling_mode", dbz.decimal_handling_mode),
+                                          DECIMAL_MODES, w, "decimal_handling_mode"),
+                       time_mode=_mode(raw.get("time_precision_mode", dbz.time_precision_mode),
+                                       TIME_MODES, w, "time_precision_mode"))
 
 
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch"}, where)
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "debezium"}, where)
+    dbz = _debezium(data["debezium"], where) if "debezium" in data else None
     job = data.get("job", {})
     _check_keys(job, _JOB_KEYS, f"{where}: [job]")
     kafka = data.get("kafka", {})
@@ -377,7 +455,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         raise ConfigError(f"{where}: [sketch] snapshot_every must be >= 1 and spark_join_rows >= 0")
     if kcfg.max_offsets_per_trigger <= 0 or trigger < 0:
         raise ConfigError(f"{where}: max_offsets_per_trigger must be > 0 and trigger_interval_s >= 0")
-    tables = tuple(_table(t, i, where) for i, t in enumerate(data.get("tables", [])))
+    tables = tuple(_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
     names = [t.name for t in tables]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: duplicate table names in {names}")
@@ -410,6 +488,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         sketches=sketches,
         sketch=skcfg,
         source_file=source,
+        debezium=dbz,
     )
 
 
