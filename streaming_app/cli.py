@@ -188,8 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_demo)
 
     from streaming_app.sketch_cli import add_commands
+    from streaming_app.source_cli import add_commands as add_source_commands
 
     add_commands(sub, common)
+    add_source_commands(sub, common)
     return p
 
 
