@@ -7,9 +7,9 @@ VPY     := $(VENV)/bin/python
 MVN     := mvn -q -B -s jvm/settings.xml
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup jars venv demo test test-fast bench clean broker-start broker-stop
+.PHONY: setup jars venv postgres demo test test-fast bench clean broker-start broker-stop
 
-setup: venv jars
+setup: venv jars postgres
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-jars: jvm/spark/jars/.done jvm/kafka/libs/.done
+jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done
 jvm/spark/jars/.done: jvm/spark/pom.xml jvm/settings.xml
 	rm -rf jvm/spark/jars
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
@@ -27,6 +27,20 @@ jvm/kafka/libs/.done: jvm/kafka/pom.xml jvm/settings.xml
 	rm -rf jvm/kafka/libs
 	$(MVN) -f jvm/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
 	touch $@
+jvm/connect/libs/.done: jvm/connect/pom.xml jvm/settings.xml
+	rm -rf jvm/connect/libs
+	$(MVN) -f jvm/connect/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+	touch $@
+
+# PostgreSQL server binaries (Debian's package) for the real CDC chain; nothing when present.
+# No default cluster: ivmstream runs its own server in a folder of its own (ivmstream postgres).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing PostgreSQL (apt-get)"; \
+	  mkdir -p /etc/postgresql-common/createcluster.d && \
+	  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/ivmstream.conf && \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 demo: setup
 	$(VPY) -m streaming_app demo --duration $${DURATION:-60}

@@ -1,7 +1,8 @@
 """Where the project's JVM jars are, and which of them Spark must be handed.
 
-`make jars` resolves two Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
-Spark's Kafka source with their transitive jars) and ``jvm/kafka/libs`` (the Kafka broker).
+`make jars` resolves three Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
+Spark's Kafka source with their transitive jars), ``jvm/kafka/libs`` (the Kafka broker) and
+``jvm/connect/libs`` (a Kafka Connect worker with the Debezium PostgreSQL connector).
 Maven's transitive closure repeats many jars that the pyspark wheel already ships (Hadoop,
 Jackson, Parquet, Scala); handing Spark a second, older copy of those breaks class loading,
 so ``spark_jars()`` keeps only the artifacts pyspark does not have.
@@ -18,6 +19,7 @@ from operators.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPARK_JARS_DIR = Path(os.environ.get("IVMSTREAM_SPARK_JARS", REPO_ROOT / "jvm" / "spark" / "jars"))
 KAFKA_LIBS_DIR = Path(os.environ.get("IVMSTREAM_KAFKA_LIBS", REPO_ROOT / "jvm" / "kafka" / "libs"))
+CONNECT_LIBS_DIR = Path(os.environ.get("IVMSTREAM_CONNECT_LIBS", REPO_ROOT / "jvm" / "connect" / "libs"))
 
 _ARTIFACT = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
 
@@ -56,3 +58,21 @@ def kafka_classpath() -> str:
             "(resolves jvm/kafka/pom.xml from Maven Central once)"
         )
     return str(KAFKA_LIBS_DIR / "*")
+
+
+def connect_classpath() -> str:
+    """Classpath of the Kafka Connect worker, the Debezium PostgreSQL connector included.
+
+    Debezium sits on the worker's own classpath rather than in a ``plugin.path`` folder: the
+    worker runs only this one connector, and Maven has already resolved connect-runtime and
+    Debezium into one consistent closure (one kafka-clients, one Jackson), which is exactly
+    what plugin isolation would otherwise have to guarantee. It also spares the worker its
+    plugin scan of a folder at start-up, which costs seconds on a 2-core machine.
+    """
+    if not CONNECT_LIBS_DIR.is_dir() or not any(CONNECT_LIBS_DIR.glob("debezium-connector-postgres-*.jar")) \
+            or not any(CONNECT_LIBS_DIR.glob("connect-runtime-*.jar")):
+        raise ConfigError(
+            f"Kafka Connect / Debezium jars are missing from {CONNECT_LIBS_DIR}; run `make jars` "
+            "(resolves jvm/connect/pom.xml from Maven Central once)"
+        )
+    return str(CONNECT_LIBS_DIR / "*")
