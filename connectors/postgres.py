@@ -1,0 +1,313 @@
+"""A real PostgreSQL server (Debian's binaries) run in a folder of ours, for the CDC chain.
+
+`ivmstream postgres start|stop|status` and the test suite both use this module. The server
+listens on 127.0.0.1 only, trusts loopback connections (replication included), and runs with
+``wal_level=logical`` so that Debezium's pgoutput slot can stream from it. Everything it
+writes (cluster, log, pid) lives under ``home``.
+
+PostgreSQL refuses to run as root. When we are root, every server command runs as the OS user
+``postgres`` (``runuser``), which then owns ``home``; that user must be able to reach it, so
+``home`` must not sit below a folder closed to others (pytest's ``/tmp/pytest-of-root`` is,
+the tests therefore use a folder of their own under /tmp).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from operators.errors import IvmError
+
+LOOPBACK = "127.0.0.1"
+SERVER_USER = "postgres"  # the OS user that runs the server when we are root
+DB_USER = "postgres"      # the superuser initdb creates (Debezium connects as it)
+
+
+class PostgresError(IvmError):
+    code = "IVM510"
+
+
+def pg_bindir() -> Path:
+    """The newest installed ``/usr/lib/postgresql/<v>/bin`` (or $IVMSTREAM_PG_BINDIR)."""
+    explicit = os.environ.get("IVMSTREAM_PG_BINDIR")
+    if explicit:
+        return Path(explicit)
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0)
+    if not found:
+        on_path = shutil.which("initdb")
+        if on_path:
+            return Path(on_path).parent
+        raise PostgresError("PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb); "
+                            "run `make setup` (installs Debian's postgresql package)")
+    return Path(found[-1]).parent
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+@dataclass
+class EmbeddedPostgres:
+    """One PostgreSQL cluster on loopback; ``home`` holds the cluster, its log and pid."""
+
+    home: Path
+    port: int = 5432
+    # Extra server settings (postgresql.conf names). The tests turn fsync off for speed.
+    settings: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).absolute()
+
+    # ---- paths ------------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "postgres.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "postgres.pid"
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"host={LOOPBACK} port={self.port} user={DB_USER} dbname={database} connect_timeout=5"
+
+    # ---- running commands as the server's user ----------------------------------------
+    def _as_server(self) -> list[str]:
+        return ["runuser", "-u", SERVER_USER, "--"] if os.geteuid() == 0 else []
+
+    def _run(self, *cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([*self._as_server(), *cmd], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def _own(self, path: Path) -> None:
+        if os.geteuid() != 0:
+            return
+        pw = pwd.getpwnam(SERVER_USER)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+    # ---- pid --------------------------------------------------------------------------
+    def _postmaster_pid(self) -> int | None:
+        """The pid the server itself recorded (first line of postmaster.pid)."""
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0].strip())
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _is_ours(self, pid: int) -> bool:
+        """True if ``pid`` is a live postgres postmaster serving our data folder."""
+        if not _alive(pid):
+            return False
+        args = _cmdline(pid)
+        if not args or Path(args[0]).name not in ("postgres", "postmaster"):
+            return False
+        if "-D" in args:
+            i = args.index("-D")
+            return i + 1 < len(args) and Path(args[i + 1]).absolute() == self.data_dir
+        # pg_ctl passes -D; without it only postmaster.pid can vouch for the process.
+        return self._postmaster_pid() == pid
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            pid = self._postmaster_pid()
+        return pid if pid is not None and self._is_ours(pid) else None
+
+    # ---- life cycle -------------------------------------------------------------------
+    def _initdb(self) -> None:
+        self.data_dir.mkdir(mode=0o700)
+        self._own(self.data_dir)
+        r = self._run(str(pg_bindir() / "initdb"), "-D", str(self.data_dir), "-U", DB_USER,
+                      "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        if r.returncode != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise PostgresError(f"initdb in {self.data_dir} failed: {(r.stderr or r.stdout).strip()}")
+        # Loopback only, no password (this server is reachable from this machine alone).
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(
+            "# written by ivmstream: loopback only, trusted\n"
+            "local   all          all                 trust\n"
+            f"host    all          all   {LOOPBACK}/32  trust\n"
+            f"host    replication  all   {LOOPBACK}/32  trust\n"
+        )
+        self._own(hba)
+        conf = self.data_dir / "postgresql.conf"
+        with conf.open("a") as f:
+            f.write("\ninclude_if_exists = 'ivmstream.conf'\n")
+
+    def _write_settings(self) -> None:
+        props = {
+            "listen_addresses": f"'{LOOPBACK}'",
+            "port": str(self.port),
+            # The unix socket goes in our folder (Debian's default /var/run/postgresql may
+            # not exist and belongs to the system cluster).
+            "unix_socket_directories": f"'{self.home}'",
+            "wal_level": "logical",
+            # Each Debezium connector holds one slot and one WAL sender.
+            "max_replication_slots": "10",
+            "max_wal_senders": "10",
+            "max_connections": "50",
+            "shared_buffers": "32MB",
+            "logging_collector": "off",
+            "log_min_messages": "warning",
+            "timezone": "'UTC'",
+        }
+        props.update({k: str(v) for k, v in self.settings.items()})
+        p = self.data_dir / "ivmstream.conf"
+        p.write_text("# written by ivmstream at each start\n" + "".join(f"{k} = {v}\n" for k, v in props.items()))
+        self._own(p)
+
+    def start(self, timeout_s: float = 60.0) -> "EmbeddedPostgres":
+        """Create the cluster on first use, start it (or find it running), wait until ready."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._own(self.home)
+        running = self.pid()
+        if running:
+            self._wait_ready(timeout_s, running)
+            return self
+        if os.geteuid() == 0 and self._run("test", "-w", str(self.home)).returncode != 0:
+            raise PostgresError(f"the OS user {SERVER_USER!r} cannot write to {self.home} (a parent "
+                                "folder is closed to it); choose another --dir")
+        if _port_open(self.port):
+            raise PostgresError(f"port {self.port} is already taken by another process; "
+                                "choose another with --port")
+        if not (self.data_dir / "PG_VERSION").exists():
+            if self.data_dir.exists():
+                shutil.rmtree(self.data_dir)  # a half-made cluster from an interrupted initdb
+            self._initdb()
+        self._write_settings()
+        # A stale postmaster.pid (after a crash or kill -9) is ignored by the server when its
+        # pid is not running; nothing to clean.
+        if not self.log_file.exists():
+            self.log_file.touch()
+        self._own(self.log_file)
+        r = self._run(str(pg_bindir() / "pg_ctl"), "start", "-D", str(self.data_dir),
+                      "-l", str(self.log_file), "-s", "-w", "-t", str(int(timeout_s)),
+                      timeout=timeout_s + 10)
+        pid = self._postmaster_pid()
+        if r.returncode != 0 or pid is None:
+            raise PostgresError(f"PostgreSQL did not start on port {self.port}: "
+                                f"{(r.stderr or r.stdout).strip()}\n{_tail(self.log_file)}")
+        self.pid_file.write_text(str(pid))
+        self._wait_ready(timeout_s, pid)
+        return self
+
+    def _wait_ready(self, timeout_s: float, pid: int) -> None:
+        import psycopg
+
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                raise PostgresError(f"PostgreSQL (pid {pid}) exited during start-up:\n{_tail(self.log_file)}")
+            try:
+                with psycopg.connect(self.dsn(), autocommit=True) as c:
+                    c.execute("select 1")
+                return
+            except psycopg.Error as e:
+                last = str(e).strip()
+            time.sleep(0.1)
+        raise PostgresError(f"PostgreSQL on port {self.port} not ready after {timeout_s:.0f}s ({last}); "
+                            f"see {self.log_file}")
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Fast shutdown of our server only (the pid is checked to be our postmaster)."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGINT)  # "fast" shutdown: roll back sessions, checkpoint, exit
+        deadline = time.monotonic() + timeout_s
+        while _alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.1)
+        if _alive(pid) and self._is_ours(pid):
+            os.kill(pid, signal.SIGQUIT)  # immediate shutdown; crash recovery at next start
+            time.sleep(1.0)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> dict:
+        pid = self.pid()
+        return {"running": pid is not None, "pid": pid, "host": LOOPBACK, "port": self.port,
+                "home": str(self.home), "ready": bool(pid and _port_open(self.port))}
+
+    # ---- SQL helpers ------------------------------------------------------------------
+    def execute(self, sql: str, params=None, database: str = "postgres") -> None:
+        """Run one or more statements (autocommit)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True) as c:
+            c.execute(sql, params)
+
+    def query(self, sql: str, params=None, database: str = "postgres") -> list[tuple]:
+        """Rows of one query (autocommit)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True) as c:
+            return c.execute(sql, params).fetchall()
+
+    def create_database(self, name: str) -> bool:
+        """Create ``name`` unless it exists; True if created."""
+        import psycopg
+        from psycopg import sql as pgsql
+
+        with psycopg.connect(self.dsn(), autocommit=True) as c:
+            if c.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+                return False
+            c.execute(pgsql.SQL("create database {}").format(pgsql.Identifier(name)))
+        return True
+
+    def server_version(self) -> str:
+        return self.query("show server_version")[0][0]
+
+
+def _port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
+    except OSError:
+        return ""
