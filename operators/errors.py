@@ -68,3 +68,11 @@ DATA_MISSING_IMAGE = "DATA_MISSING_IMAGE"
 DATA_NULL = "DATA_NULL"  # NULL in a column the table declares not_null
 DATA_OUT_OF_RANGE = "DATA_OUT_OF_RANGE"  # a value outside the table's declared ranges
 DATA_BAD_EDGE = "DATA_BAD_EDGE"
+# a valid source value the declared type cannot hold: PostgreSQL infinity dates/timestamps,
+# decimal NaN/infinity, more digits than the precision, a non-zero digit past the scale,
+# sub-microsecond times, numbers overflowing a double, text that is not valid Unicode
+DATA_NOT_REPRESENTABLE = "DATA_NOT_REPRESENTABLE"
+DATA_COLUMN_DROPPED = "DATA_COLUMN_DROPPED"  # a declared not_null column is missing from the after image
+DATA_DECODER_ERROR = "DATA_DECODER_ERROR"  # an unexpected exception while decoding one record
+DATA_TOAST_UNKNOWN = "DATA_TOAST_UNKNOWN"  # an unavailable (TOAST) value whose current value is not known
+DATA_KEY_MISMATCH = "DATA_KEY_MISMATCH"  # the message key disagrees with the row image's key
