@@ -137,22 +137,68 @@ def mirror_changes_frame(table: TableConfig, final: dict[tuple, dict | None]) ->
 
 
 def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
-                 app_id: str, batch_id: int) -> None:
-    """Apply one batch's final images to the mirror in one MERGE commit (idempotent)."""
+                 app_id: str, batch_id: int, truncate: bool = False) -> None:
+    """Apply one batch's final images to the mirror in one MERGE commit (idempotent).
+
+    ``truncate``: the batch truncated the table before these images, so every row the
+    batch does not write is deleted in the same commit (the change feed shows each one)."""
     from delta.tables import DeltaTable
 
-    if changes.num_rows == 0:
+    if changes.num_rows == 0 and not truncate:
         return
-    src = spark.createDataFrame(changes)
+    src = spark.createDataFrame(changes) if changes.num_rows else spark.createDataFrame(
+        [], _spark_schema(changes.schema))
     cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.primary_key)
     values = {f"`{c}`": f"s.`{c}`" for c in table.column_names}
     with txn(spark, app_id, batch_id):
-        (DeltaTable.forPath(spark, path).alias("t")
-         .merge(src.alias("s"), cond)
-         .whenMatchedDelete(condition=f"s.{DELETED}")
-         .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=values)
-         .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=values)
-         .execute())
+        m = (DeltaTable.forPath(spark, path).alias("t")
+             .merge(src.alias("s"), cond)
+             .whenMatchedDelete(condition=f"s.{DELETED}")
+             .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=values)
+             .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=values))
+        if truncate:
+            m = m.whenNotMatchedBySourceDelete()
+        m.execute()
+
+
+def _spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def lookup_rows(spark, path: str, table: TableConfig, version: int, keys: set) -> tuple[dict, dict]:
+    """Full rows of the mirror as of ``version`` for the given primary keys: (live, gone).
+
+    A key absent at that version (its row was deleted in an earlier batch) is looked up in the
+    change feed: ``gone`` holds the image its newest delete removed. One or two Spark reads,
+    whatever the number of keys."""
+    if not keys:
+        return {}, {}
+    pk = list(table.primary_key)
+    schema = arrow_schema(table)
+    key_tab = pa.table({k: pa.array([key[i] for key in keys], schema.field(k).type) for i, k in enumerate(pk)})
+    key_df = spark.createDataFrame(key_tab)
+    cols = [f"`{c}`" for c in table.column_names]
+    cur = (spark.read.format("delta").option("versionAsOf", version).load(path)
+           .join(key_df, on=pk, how="left_semi").select(*cols).toArrow().to_pylist())
+    out = {tuple(r[k] for k in pk): r for r in cur}
+    gone_rows: dict = {}
+    missing = [k for k in keys if k not in out]
+    if missing and version > 0:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        miss_df = spark.createDataFrame(pa.table(
+            {k: pa.array([key[i] for key in missing], schema.field(k).type) for i, k in enumerate(pk)}))
+        w = Window.partitionBy(*pk).orderBy(F.col("_commit_version").desc())
+        gone = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+                .option("endingVersion", version).load(path)
+                .where("_change_type = 'delete'").join(miss_df, on=pk, how="left_semi")
+                .withColumn("__n", F.row_number().over(w)).where("__n = 1").select(*cols)
+                .toArrow().to_pylist())
+        gone_rows = {tuple(r[k] for k in pk): r for r in gone}
+    return out, gone_rows
 
 
 def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id: int) -> None:
