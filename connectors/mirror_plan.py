@@ -15,8 +15,7 @@ The rules, applied in log order:
   Where no current value exists (the row is unknown, or was deleted or truncated) the event
   is rejected with ``DATA_TOAST_UNKNOWN`` and the row stays as it was.
 
-Cost: one ``lookup`` call per batch and table, only for keys whose TOASTed values this batch
-does not already hold.
+Cost: one ``lookup`` call per batch and table, only when some event has TOASTed columns.
 """
 
 from __future__ import annotations
@@ -51,16 +50,9 @@ def plan_table(events: Iterable, lookup: Lookup | None = None) -> TablePlan:
         plan.truncate = True
         events = events[last_t + 1:]
 
-    # Keys whose TOASTed values must come from the mirror: those an earlier event of the
-    # (post-truncate) batch has not written. After a truncate the mirror holds nothing.
-    need: set = set()
-    imaged: set = set()
-    for ev in events:
-        if ev.op == "d":
-            continue
-        if ev.unavailable and _source_key(ev) not in imaged:
-            need.add(_source_key(ev))
-        imaged.add(ev.key)
+    # Keys whose TOASTed values may have to come from the mirror: every source key (an
+    # earlier event of the batch may hold it, but that event may itself be rejected).
+    need = {_source_key(ev) for ev in events if ev.unavailable and ev.op != "d"}
     live, gone = lookup(need) if need and lookup is not None and not plan.truncate else ({}, {})
 
     images: dict = {}  # key -> the last full image this batch knows, kept past a delete
