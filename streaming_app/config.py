@@ -7,6 +7,8 @@ the file, the environment overrides neither silently: every flag shows its varia
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tomllib
@@ -41,12 +43,147 @@ def env(name: str, default: str | None = None) -> str | None:
 
 
 def parse_type(spec: str, where: str) -> str:
+    if not isinstance(spec, str):
+        raise ConfigError(f"{where}: the column type must be a string such as \"long\", got {_shown(spec)}")
     spec = spec.strip().lower()
-    if spec in SIMPLE_TYPES or _DECIMAL.match(spec):
+    if spec in SIMPLE_TYPES:
         return spec
+    m = _DECIMAL.match(spec)
+    if m:
+        # Spark's DecimalType: 1..38 digits, of which 0..precision after the point
+        p, s = int(m.group(1)), int(m.group(2))
+        if not 1 <= p <= 38 or not 0 <= s <= p:
+            raise ConfigError(f"{where}: {spec} is not a valid decimal: precision must lie in 1..38 "
+                              f"and scale in 0..precision")
+        return f"decimal({p},{s})"
     raise ConfigError(
         f"{where}: unknown column type {spec!r}; use one of {', '.join(SIMPLE_TYPES)} or decimal(p,s)"
     )
+
+
+# -- strict readers for TOML values: a wrong type is an error, never coerced ------------------
+# Table, graph, view and column names become folder names and SQL identifiers: identifiers only.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Job and sketch names may also hold '-' and '.', but not lead with them ('.', '..', '-x').
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+MAX_NAME_LEN = 128
+# A sketch is a bitset of this many fragments per table, rebuilt and stored every batch:
+# beyond a million it would cost more than reading the table it is meant to skip.
+MAX_FRAGMENTS = 1_000_000
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's legal topic names
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
+_MEMORY = re.compile(r"[1-9][0-9]*[kmgtp]?b?", re.IGNORECASE)
+_HOST = re.compile(r"[A-Za-z0-9_.:-]+")
+STARTING_OFFSETS = ("earliest", "latest")
+
+
+def _shown(v: Any) -> str:
+    """A TOML value for a message: its type and, when short, the value."""
+    kinds = {bool: "the boolean", int: "the integer", float: "the number", str: "the string",
+             list: "an array", dict: "a table"}
+    kind = kinds.get(type(v), f"a {type(v).__name__}")
+    if isinstance(v, (list, dict)):
+        return kind
+    text = repr(v) if not isinstance(v, bool) else str(v).lower()
+    return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _want_str(v: Any, w: str, key: str, *, empty: bool = False) -> str:
+    if not isinstance(v, str) or (not empty and not v.strip()):
+        raise ConfigError(f"{w}: {key} must be a {'' if empty else 'non-empty '}string, got {_shown(v)}")
+    return v
+
+
+def _want_int(v: Any, w: str, key: str, lo: int, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        span = f"in {lo:,}..{hi:,}" if hi is not None else f">= {lo:,}"
+        raise ConfigError(f"{w}: {key} must be an integer {span}, got {_shown(v)}")
+    return v
+
+
+def _want_number(v: Any, w: str, key: str, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        raise ConfigError(f"{w}: {key} must be a finite number in [{lo:g}, {hi:g}], got {_shown(v)}")
+    return float(v)
+
+
+def _want_bool(v: Any, w: str, key: str) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(f"{w}: {key} must be true or false (a TOML boolean, unquoted), got {_shown(v)}")
+    return v
+
+
+def _want_name(v: Any, w: str, key: str, pattern: re.Pattern = _IDENT) -> str:
+    _want_str(v, w, key)
+    if len(v) > MAX_NAME_LEN or not pattern.fullmatch(v):
+        what = ("an identifier (a letter or '_', then letters, digits, '_')" if pattern is _IDENT else
+                "letters, digits, '_', '-', '.', starting with a letter, digit or '_'")
+        raise ConfigError(f"{w}: {key} {v[:60]!r} must be {what}, at most {MAX_NAME_LEN} characters")
+    return v
+
+
+def _want_names(v: Any, w: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+    """A string or an array of strings (column names)."""
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items) or (not items and not allow_empty):
+        raise ConfigError(f"{w}: {key} must be a column name or an array of column names, got {_shown(v)}")
+    dup = sorted({x for x in items if items.count(x) > 1})
+    if dup:
+        raise ConfigError(f"{w}: {key} names {dup} more than once")
+    return tuple(items)
+
+
+def _want_options(v: Any, w: str, key: str) -> tuple[tuple[str, str], ...]:
+    """A TOML table of option = value (string, number or boolean), as strings."""
+    if not isinstance(v, dict):
+        raise ConfigError(f"{w}: {key} must be a table of \"option\" = value, got {_shown(v)}")
+    out = []
+    for k, x in v.items():
+        if not k.strip():
+            raise ConfigError(f"{w}: {key} has an empty option name")
+        if isinstance(x, bool):
+            x = str(x).lower()
+        elif isinstance(x, float) and not math.isfinite(x):
+            raise ConfigError(f"{w}: {key}: {k!r} must be finite, got {x}")
+        elif not isinstance(x, (str, int, float)):
+            raise ConfigError(f"{w}: {key}: {k!r} must be a string, number or boolean, got {_shown(x)}")
+        out.append((k, str(x)))
+    return tuple(out)
+
+
+def check_bootstrap_servers(v: Any, w: str) -> str:
+    """``host:port[,host:port...]`` with ports in 1..65535."""
+    _want_str(v, w, "bootstrap servers")
+    for part in v.split(","):
+        m = _HOST_PORT.fullmatch(part.strip())
+        if not m or not 0 < int(m.group(2)) < 65536:
+            raise ConfigError(f"{w}: bootstrap servers {v!r}: {part.strip()!r} is not host:port "
+                              "(port 1..65535); separate several with commas")
+    return v
+
+
+def check_starting_offsets(v: Any, w: str, topics: list[str] | None = None) -> str:
+    """earliest, latest, or Spark's JSON of offsets: {"topic": {"0": 23, "1": -2}} (-2 earliest,
+    -1 latest) over topics the config reads."""
+    _want_str(v, w, "starting_offsets")
+    if v in STARTING_OFFSETS:
+        return v
+    try:
+        spec = json.loads(v)
+    except ValueError:
+        spec = None
+    ok = isinstance(spec, dict) and spec and all(
+        isinstance(parts, dict) and parts and all(
+            p.isdigit() and isinstance(o, int) and not isinstance(o, bool) and o >= -2 for p, o in parts.items())
+        for parts in spec.values())
+    if not ok:
+        raise ConfigError(f"{w}: starting_offsets {v[:80]!r} must be \"earliest\", \"latest\" or a JSON object "
+                          "of offsets per topic and partition, e.g. '{\"t\": {\"0\": 23, \"1\": -2}}' "
+                          "(-2 = earliest, -1 = latest)")
+    unknown = sorted(set(spec) - set(topics)) if topics is not None else []
+    if unknown:
+        raise ConfigError(f"{w}: starting_offsets names topic(s) {unknown} that no table reads")
+    return v
 
 
 @dataclass(frozen=True)
@@ -177,6 +314,9 @@ class SparkConfig:
     master: str = "local[*]"
     ui: bool = True
     ui_port: int = 4040
+    # The UI's listening address. Loopback by default: the UI shows the job's SQL, config and
+    # data samples and has no login; open it from elsewhere through an SSH tunnel (README).
+    ui_host: str = "127.0.0.1"
     driver_memory: str = "2g"
     shuffle_partitions: int = 2
     extra_conf: tuple[tuple[str, str], ...] = ()
@@ -216,7 +356,12 @@ class JobConfig:
         return sorted({t.topic for t in self.tables})
 
     def with_overrides(self, **kw: Any) -> "JobConfig":
-        """CLI flags win over the file: returns a copy with the given non-None fields set."""
+        """CLI flags win over the file: returns a copy with the given non-None fields set.
+        A flag given empty or malformed is a ConfigError (it would otherwise reach Kafka or Spark)."""
+        if kw.get("bootstrap_servers") is not None:
+            check_bootstrap_servers(kw["bootstrap_servers"], "--bootstrap-servers")
+        if kw.get("master") is not None:
+            _want_str(kw["master"], "--master", "the Spark master")
         kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
         spark_kw = {k: kw.pop(k) for k in ("master", "ui") if kw.get(k) is not None}
         kw = {k: v for k, v in kw.items() if v is not None}
@@ -230,7 +375,7 @@ class JobConfig:
 
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
-_SPARK_KEYS = {"master", "ui", "ui_port", "driver_memory", "shuffle_partitions", "conf"}
+_SPARK_KEYS = {"master", "ui", "ui_port", "ui_host", "driver_memory", "shuffle_partitions", "conf"}
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges",
                "decimal_handling_mode", "time_precision_mode"}
 _DEBEZIUM_KEYS = {"host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
@@ -242,71 +387,82 @@ _SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
 _SKETCH_SETTINGS_KEYS = {"snapshot_every", "spark_join_rows"}
 
 
-def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str) -> SketchConfig:
-    w = f"{where}: [[sketches]] {raw.get('name', '?')!r}"
+def _entry(raw: Any, section: str, i: int, where: str) -> str:
+    """The ``where`` of the i-th ``[[section]]`` entry; ConfigError unless it is a TOML table."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: [[{section}]] #{i + 1} must be a TOML table ([[{section}]] with "
+                          f"key = value lines), got {_shown(raw)}")
+    name = raw.get("name")
+    return f"{where}: [[{section}]] " + (repr(name) if isinstance(name, str) else f"#{i + 1}")
+
+
+def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> SketchConfig:
+    w = _entry(raw, "sketches", i, where)
     _check_keys(raw, _SKETCH_KEYS, w)
     for k in ("name", "sql", "partition"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
+    name = _want_name(raw["name"], w, "name", _NAME)
+    sql = _want_str(raw["sql"], w, "sql")
     specs = raw["partition"]
     if isinstance(specs, str):
-        specs = specs.split(",")
-    if not isinstance(specs, list) or not specs:
-        raise ConfigError(f"{w}: partition must be 'TABLE.ATTRIBUTE[:FRAGMENTS]' or a list of them")
-    default = raw.get("fragments", 16)
+        specs = [x for x in specs.split(",") if x.strip()]
+    if not isinstance(specs, list) or not specs or not all(isinstance(x, str) for x in specs):
+        raise ConfigError(f"{w}: partition must be 'TABLE.ATTRIBUTE[:FRAGMENTS]' or an array of them, "
+                          f"got {_shown(raw['partition'])}")
+    default = _want_int(raw.get("fragments", 16), w, "fragments", 1, MAX_FRAGMENTS)
     parts = []
     for spec in specs:
-        part, _, frags = str(spec).strip().partition(":")
-        frags = frags or default
-        if "." not in part:
-            raise ConfigError(f"{w}: partition {part!r} must be TABLE.ATTRIBUTE[:FRAGMENTS]")
-        try:
-            frags = int(frags)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{w}: fragments {frags!r} is not an integer") from None
-        if frags < 1:
-            raise ConfigError(f"{w}: fragments must be >= 1, got {frags}")
-        table, attr = part.split(".", 1)
+        part, colon, frags = spec.strip().partition(":")
+        if part.count(".") != 1:
+            raise ConfigError(f"{w}: partition {spec.strip()!r} must be TABLE.ATTRIBUTE[:FRAGMENTS]")
+        if colon:
+            if not frags.strip().isdigit():
+                raise ConfigError(f"{w}: partition {spec.strip()!r}: FRAGMENTS {frags!r} is not an integer")
+            frags = _want_int(int(frags), w, f"partition {spec.strip()!r}: FRAGMENTS", 1, MAX_FRAGMENTS)
+        else:
+            frags = default
+        table, attr = (x.strip() for x in part.split("."))
         _check_columns(w, table, [attr], tables)
         if any(table == t for t, _, _ in parts):
             raise ConfigError(f"{w}: one partition attribute per table ({table!r} given twice)")
         parts.append((table, attr, frags))
-    s = SketchConfig(name=str(raw["name"]), sql=str(raw["sql"]), partitions=tuple(parts),
-                     mode=str(raw.get("mode", "eager")))
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", s.name):
-        raise ConfigError(f"{w}: name may hold letters, digits, '_', '-', '.' only")
-    if s.mode not in ("eager", "lazy"):
-        raise ConfigError(f"{w}: mode {s.mode!r} is not eager or lazy")
-    return s
+    mode = raw.get("mode", "eager")
+    if mode not in ("eager", "lazy"):
+        raise ConfigError(f"{w}: mode must be \"eager\" or \"lazy\", got {_shown(mode)}")
+    return SketchConfig(name=name, sql=sql, partitions=tuple(parts), mode=mode)
 
 
-def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str) -> GraphConfig:
-    w = f"{where}: [[graphs]] {raw.get('name', '?')!r}"
+def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> GraphConfig:
+    w = _entry(raw, "graphs", i, where)
     _check_keys(raw, _GRAPH_KEYS, w)
     for k in ("name", "table"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
+    _want_name(raw["name"], w, "name")
+    for k in ("table", "src", "dst", "mode", "relation"):
+        if k in raw:
+            _want_str(raw[k], w, k)
     g = GraphConfig(**{k: raw[k] for k in raw})
     if g.mode not in ("undirected", "directed", "three_relation"):
         raise ConfigError(f"{w}: mode {g.mode!r} is not undirected, directed or three_relation")
-    try:
-        eps = float(g.epsilon)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{w}: epsilon {g.epsilon!r} is not a number") from None
-    if not 0.0 <= eps <= 1.0:
-        raise ConfigError(f"{w}: epsilon must lie in [0, 1], got {eps}")
+    eps = _want_number(g.epsilon, w, "epsilon", 0.0, 1.0)
     _check_columns(w, g.table, [g.src, g.dst] + ([g.relation] if g.relation else []), tables)
     if g.mode == "three_relation" and not g.relation:
         raise ConfigError(f"{w}: three_relation mode needs a 'relation' column (values R, S, T)")
     return replace(g, epsilon=eps)
 
 
-def _view(raw: dict, tables: tuple[TableConfig, ...], where: str) -> ViewConfig:
-    w = f"{where}: [[views]] {raw.get('name', '?')!r}"
+def _view(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> ViewConfig:
+    w = _entry(raw, "views", i, where)
     _check_keys(raw, _VIEW_KEYS, w)
     for k in ("name", "table"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
+    _want_name(raw["name"], w, "name")
+    for k in ("table", "kind", "src", "dst", "cost", "expires"):
+        if k in raw:
+            _want_str(raw[k], w, k)
     v = ViewConfig(**{k: raw[k] for k in raw})
     if v.kind not in ("reachability", "shortest_paths"):
         raise ConfigError(f"{w}: kind {v.kind!r} is not reachability or shortest_paths")
@@ -325,7 +481,9 @@ def _check_columns(where: str, table: str, columns: list[str], tables: tuple[Tab
         raise ConfigError(f"{where}: table {table!r} has no column(s) {missing}")
 
 
-def _check_keys(section: dict, allowed: set[str], where: str) -> None:
+def _check_keys(section: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: must be a TOML table of key = value, got {_shown(section)}")
     unknown = set(section) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -373,31 +531,40 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
 
 
 def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> TableConfig:
-    w = f"{where}: [[tables]] #{i + 1}"
+    w = _entry(raw, "tables", i, where)
     _check_keys(raw, _TABLE_KEYS, w)
     for k in ("name", "topic", "columns", "primary_key"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    name = raw["name"]
+    name = _want_name(raw["name"], w, "name")
     w = f"{where}: table {name!r}"
+    topic = _want_str(raw["topic"], w, "topic")
+    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise ConfigError(f"{w}: topic {topic[:60]!r} is not a legal Kafka topic name "
+                          "(letters, digits, '.', '_', '-', at most 249)")
     if not isinstance(raw["columns"], dict) or not raw["columns"]:
-        raise ConfigError(f"{w}: 'columns' must be a non-empty table of name = \"type\"")
-    columns = tuple((str(c), parse_type(str(t), f"{w}, column {c!r}")) for c, t in raw["columns"].items())
-    pk = raw["primary_key"]
-    pk = (pk,) if isinstance(pk, str) else tuple(pk)
+        raise ConfigError(f"{w}: 'columns' must be a non-empty table of name = \"type\", "
+                          f"got {_shown(raw['columns'])}")
+    for c in raw["columns"]:
+        _want_name(c, w, "column name")
+    lower = [c.lower() for c in raw["columns"]]
+    clash = sorted({c for c in raw["columns"] if lower.count(c.lower()) > 1})
+    if clash:  # Spark and the SQL front end resolve column names without regard to case
+        raise ConfigError(f"{w}: columns {clash} differ only in case")
+    columns = tuple((c, parse_type(t, f"{w}, column {c!r}")) for c, t in raw["columns"].items())
     names = {c for c, _ in columns}
+    pk = _want_names(raw["primary_key"], w, "primary_key", allow_empty=False)
     missing = [k for k in pk if k not in names]
-    if not pk or missing:
+    if missing:
         raise ConfigError(f"{w}: primary_key {list(pk)} must name declared columns (missing: {missing})")
-    nn = raw.get("not_null", [])
-    nn = (nn,) if isinstance(nn, str) else tuple(str(c) for c in nn)
+    nn = _want_names(raw.get("not_null", []), w, "not_null")
     unknown = [c for c in nn if c not in names]
     if unknown:
         raise ConfigError(f"{w}: not_null names undeclared column(s) {unknown}")
     ranges = []
     raw_ranges = raw.get("ranges", {})
     if not isinstance(raw_ranges, dict):
-        raise ConfigError(f"{w}: 'ranges' must be a table of column = [min, max]")
+        raise ConfigError(f"{w}: 'ranges' must be a table of column = [min, max], got {_shown(raw_ranges)}")
     types = dict(columns)
     for c, r in raw_ranges.items():
         if c not in types:
@@ -405,13 +572,17 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
         if types[c] not in ("int", "long", "double") and not _DECIMAL.match(types[c]):
             raise ConfigError(f"{w}: ranges: column {c!r} is {types[c]}; ranges apply to numeric columns")
         ok = (isinstance(r, list) and len(r) == 2
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in r) and r[0] <= r[1])
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) for x in r)
+              and r[0] <= r[1])
         if not ok:
             raise ConfigError(f"{w}: ranges: {c!r} must be [min, max] with min <= max, got {r!r}")
         ranges.append((str(c), r[0], r[1]))
+    source_table = raw.get("source_table")
+    if source_table is not None:
+        _want_str(source_table, w, "source_table")
     dbz = dbz or DebeziumConfig()
-    return TableConfig(name=name, topic=str(raw["topic"]), columns=columns, primary_key=pk,
-                       source_table=raw.get("source_table"), not_null=nn, ranges=tuple(ranges),
+    return TableConfig(name=name, topic=topic, columns=columns, primary_key=pk,
+                       source_table=source_table, not_null=nn, ranges=tuple(ranges),
                        decimal_mode=_mode(raw.get("decimal_handling_mode", dbz.decimal_handling_mode),
                                           DECIMAL_MODES, w, "decimal_handling_mode"),
                        time_mode=_mode(raw.get("time_precision_mode", dbz.time_precision_mode),
@@ -419,62 +590,84 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
 
 
 def parse_config(data: dict, source: Path | None = None) -> JobConfig:
+    """Validate a config dict (as TOML reads it) into a JobConfig. Every value is checked for
+    type and range here, and every ``[[sketches]]`` query goes through the same front end and
+    safety check as ``sketch register``: a config that loads does not fail later in Spark."""
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "debezium"}, where)
+    for section in ("tables", "graphs", "views", "sketches"):
+        if not isinstance(data.get(section, []), list):
+            raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
+                              f"got {_shown(data[section])}")
     dbz = _debezium(data["debezium"], where) if "debezium" in data else None
     job = data.get("job", {})
-    _check_keys(job, _JOB_KEYS, f"{where}: [job]")
+    w = f"{where}: [job]"
+    _check_keys(job, _JOB_KEYS, w)
+    name = _want_name(job.get("name", "ivmstream"), w, "name", _NAME)
+    trigger = _want_number(job.get("trigger_interval_s", 2.0), w, "trigger_interval_s", 0.0, 86_400.0)
+
     kafka = data.get("kafka", {})
-    _check_keys(kafka, _KAFKA_KEYS, f"{where}: [kafka]")
+    w = f"{where}: [kafka]"
+    _check_keys(kafka, _KAFKA_KEYS, w)
+    kcfg = KafkaConfig(
+        bootstrap_servers=check_bootstrap_servers(kafka.get("bootstrap_servers", KafkaConfig.bootstrap_servers),
+                                                  f"{w} bootstrap_servers"),
+        starting_offsets=check_starting_offsets(kafka.get("starting_offsets", "earliest"), w),
+        max_offsets_per_trigger=_want_int(kafka.get("max_offsets_per_trigger", 10_000), w,
+                                          "max_offsets_per_trigger", 1, 2**31 - 1),
+        extra_options=_want_options(kafka.get("options", {}), w, "options"),
+    )
     spark = data.get("spark", {})
-    _check_keys(spark, _SPARK_KEYS, f"{where}: [spark]")
-    try:
-        kcfg = KafkaConfig(
-            bootstrap_servers=str(kafka.get("bootstrap_servers", KafkaConfig.bootstrap_servers)),
-            starting_offsets=str(kafka.get("starting_offsets", "earliest")),
-            max_offsets_per_trigger=int(kafka.get("max_offsets_per_trigger", 10_000)),
-            extra_options=tuple((str(k), str(v)) for k, v in kafka.get("options", {}).items()),
-        )
-        scfg = SparkConfig(
-            master=str(spark.get("master", "local[*]")),
-            ui=bool(spark.get("ui", True)),
-            ui_port=int(spark.get("ui_port", 4040)),
-            driver_memory=str(spark.get("driver_memory", "2g")),
-            shuffle_partitions=int(spark.get("shuffle_partitions", 2)),
-            extra_conf=tuple((str(k), str(v)) for k, v in spark.get("conf", {}).items()),
-        )
-        trigger = float(job.get("trigger_interval_s", 2.0))
-        sk = data.get("sketch", {})
-        _check_keys(sk, _SKETCH_SETTINGS_KEYS, f"{where}: [sketch]")
-        skcfg = SketchSettings(snapshot_every=int(sk.get("snapshot_every", SketchSettings.snapshot_every)),
-                               spark_join_rows=int(sk.get("spark_join_rows", SketchSettings.spark_join_rows)))
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: {e}") from e
-    if skcfg.snapshot_every < 1 or skcfg.spark_join_rows < 0:
-        raise ConfigError(f"{where}: [sketch] snapshot_every must be >= 1 and spark_join_rows >= 0")
-    if kcfg.max_offsets_per_trigger <= 0 or trigger < 0:
-        raise ConfigError(f"{where}: max_offsets_per_trigger must be > 0 and trigger_interval_s >= 0")
+    w = f"{where}: [spark]"
+    _check_keys(spark, _SPARK_KEYS, w)
+    memory = _want_str(spark.get("driver_memory", "2g"), w, "driver_memory")
+    if not _MEMORY.fullmatch(memory):
+        raise ConfigError(f"{w}: driver_memory {memory[:40]!r} must be a size such as \"2g\" or \"512m\"")
+    ui_host = _want_str(spark.get("ui_host", SparkConfig.ui_host), w, "ui_host")
+    if not _HOST.fullmatch(ui_host):
+        raise ConfigError(f"{w}: ui_host {ui_host[:60]!r} must be an IP address or host name "
+                          "(\"127.0.0.1\" = this machine only, \"0.0.0.0\" = every interface)")
+    scfg = SparkConfig(
+        master=_want_str(spark.get("master", "local[*]"), w, "master"),
+        ui=_want_bool(spark.get("ui", True), w, "ui"),
+        ui_port=_want_int(spark.get("ui_port", 4040), w, "ui_port", 1, 65535),
+        ui_host=ui_host,
+        driver_memory=memory,
+        shuffle_partitions=_want_int(spark.get("shuffle_partitions", 2), w, "shuffle_partitions", 1, 100_000),
+        extra_conf=_want_options(spark.get("conf", {}), w, "conf"),
+    )
+    sk = data.get("sketch", {})
+    w = f"{where}: [sketch]"
+    _check_keys(sk, _SKETCH_SETTINGS_KEYS, w)
+    skcfg = SketchSettings(
+        snapshot_every=_want_int(sk.get("snapshot_every", SketchSettings.snapshot_every), w, "snapshot_every",
+                                 1, 1_000_000),
+        spark_join_rows=_want_int(sk.get("spark_join_rows", SketchSettings.spark_join_rows), w,
+                                  "spark_join_rows", 0))
+
     tables = tuple(_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
-    names = [t.name for t in tables]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{where}: duplicate table names in {names}")
+    if not tables:
+        raise ConfigError(f"{where}: no [[tables]] declared; the job needs at least one CDC-fed table "
+                          "(name, topic, columns, primary_key)")
+    names = [t.name.lower() for t in tables]
+    if len(set(names)) != len(names):  # the SQL front end and Spark read table names without case
+        raise ConfigError(f"{where}: duplicate table names in {[t.name for t in tables]} (case is ignored)")
     for topic in {t.topic for t in tables}:
         shared = [t for t in tables if t.topic == topic]
         if len(shared) > 1 and any(t.source_table is None for t in shared):
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
                               "give each a source_table to tell their records apart")
-    graphs = tuple(_graph(g, tables, where) for g in data.get("graphs", []))
-    views = tuple(_view(v, tables, where) for v in data.get("views", []))
-    sketches = tuple(_sketch(x, tables, where) for x in data.get("sketches", []))
+
+    check_starting_offsets(kcfg.starting_offsets, f"{where}: [kafka]", sorted({t.topic for t in tables}))
+    graphs = tuple(_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
+    views = tuple(_view(v, tables, where, i) for i, v in enumerate(data.get("views", [])))
+    sketches = tuple(_sketch(x, tables, where, i) for i, x in enumerate(data.get("sketches", [])))
     for kind, items in (("graphs", graphs), ("views", views), ("sketches", sketches)):
         names = [x.name for x in items]
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}: duplicate {kind} names in {names}")
-    name = str(job.get("name", "ivmstream"))
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise ConfigError(f"{where}: [job] name {name!r} may hold letters, digits, '_', '-', '.' only")
-    return JobConfig(
+    cfg = JobConfig(
         name=name,
         lake_root=_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
         checkpoint_root=_path(job.get("checkpoint_root", "checkpoints"), base,
@@ -490,6 +683,88 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         source_file=source,
         debezium=dbz,
     )
+    for s in sketches:
+        check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")
+    return cfg
+
+
+_CODE = re.compile(r"\[IVM\d{3}\] ")
+
+
+def _again(e: Exception, where: str) -> Exception:
+    """The same IvmError (class and code) with ``where`` in front and inner codes removed."""
+    from operators.errors import IvmError
+
+    text = _CODE.sub("", e.args[0] if e.args else str(e))
+    return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
+
+
+def sql_problem(sql: str) -> str | None:
+    """Why ``sql`` is not one SELECT statement (a syntax error, several statements, another
+    kind of statement), or None. Run before the sketch front end, whose parser reads a
+    misspelt keyword as an expression ('SELEC * FRM t' parses as an alias)."""
+    import logging
+
+    import sqlglot
+    from sqlglot import exp
+
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    if not text:
+        return "the SQL is empty"
+    log = logging.getLogger("sqlglot")
+    level = log.level
+    log.setLevel(logging.CRITICAL)  # its warnings would add lines to a one-line error
+    try:
+        trees = [t for t in sqlglot.parse(text, read="postgres") if t is not None]
+    except sqlglot.errors.ParseError as e:
+        first = e.errors[0] if getattr(e, "errors", None) else {}
+        at = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
+        detail = first.get("description") or str(e).splitlines()[0]
+        return f"syntax error{at}: {detail}"
+    except sqlglot.errors.SqlglotError as e:
+        return f"syntax error: {str(e).splitlines()[0]}"
+    finally:
+        log.setLevel(level)
+    if len(trees) != 1:
+        return f"{len(trees)} statements given; a sketch is defined by one SELECT query"
+    tree = trees[0]
+    if isinstance(tree, exp.Query):
+        return None
+    word = text.split(None, 1)[0]
+    if word.upper() in ("SELECT", "WITH", "("):
+        return f"syntax error: cannot read this as a SELECT query (it parses as {type(tree).__name__})"
+    if isinstance(tree, (exp.Insert, exp.Update, exp.Delete, exp.Drop, exp.Create, exp.Alter,
+                         exp.Merge, exp.Command, exp.Set, exp.Use)):
+        return f"{word.upper()} is not a query: only a SELECT query can be sketched"
+    return f"syntax error: a query starts with SELECT, found {word[:40]!r}"
+
+
+def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
+    """The checks ``sketch register`` and the job run on a registered query, without Spark:
+    one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
+    tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the
+    safety check for any future data. With no ``partitions`` only the first two run."""
+    from operators.errors import IvmError, SqlError
+    from operators.sketch import SketchMaintainer
+    from streaming_app.sketch_maintainer import check_query, check_safe
+
+    where = where or f"sketch {name!r}"
+    why = sql_problem(sql)
+    if why:
+        raise SqlError(f"{where}: {why}")
+    try:
+        if partitions:
+            check_query(cfg, name, sql, partitions)
+            check_safe(cfg, name, sql, partitions)
+        else:
+            SketchMaintainer.from_sql(sql, {}).prepare({t.name: t.column_names for t in cfg.tables})
+    except IvmError as e:
+        text = e.args[0] if e.args else ""
+        prefix = f"sketch {name!r}: "
+        raise _again(type(e)(text[len(prefix):] if text.startswith(prefix) else text, code=e.code),
+                     where) from None
 
 
 def load_config(path: str | Path) -> JobConfig:

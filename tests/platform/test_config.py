@@ -38,7 +38,7 @@ def test_loads_and_resolves_paths(tmp_path):
     ('[[tables]]\nname="a"\ntopic="t"\nprimary_key="id"\ncolumns={id="uuid"}', "unknown column type"),
     ('[[tables]]\nname="a"\ntopic="t"\nprimary_key="nope"\ncolumns={id="long"}', "primary_key"),
     ('[[tables]]\nname="a"\ntopic="t"\ncolumns={id="long"}', "missing key 'primary_key'"),
-    ('[kafka]\nmax_offsets_per_trigger = "many"', "invalid literal"),
+    ('[kafka]\nmax_offsets_per_trigger = "many"', "must be an integer"),
     ('[job]\nname = "has space"', "letters, digits"),
     ('[[tables]]\nname="a"\ntopic="t"\nprimary_key="id"\ncolumns={id="long"}\n'
      '[[tables]]\nname="b"\ntopic="t"\nprimary_key="id"\ncolumns={id="long"}', "share topic"),
