@@ -36,3 +36,40 @@ def spark(tmp_path_factory):
                                      warehouse_dir=str(tmp_path_factory.mktemp("warehouse"))))
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL (Debian's binaries) on a free loopback port, wal_level=logical.
+
+    Its folder is made with tempfile rather than tmp_path_factory: when we are root the
+    server runs as the OS user ``postgres``, which cannot enter pytest's
+    /tmp/pytest-of-root (mode 0700)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from connectors.kafka_broker import free_port
+    from connectors.postgres import EmbeddedPostgres
+
+    home = Path(tempfile.mkdtemp(prefix="ivmstream-pg-"))
+    # A throwaway test cluster: no fsync, so start-up and commits cost no disk flushes.
+    pg = EmbeddedPostgres(home, port=free_port(), settings={"fsync": "off", "full_page_writes": "off",
+                                                           "synchronous_commit": "off"})
+    pg.start()
+    yield pg
+    pg.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_connect(kafka_broker, tmp_path_factory):
+    """One Kafka Connect worker (with the Debezium PostgreSQL connector) on the test broker."""
+    from connectors.kafka_broker import free_port
+    from connectors.kafka_connect import EmbeddedConnect
+
+    connect = EmbeddedConnect(tmp_path_factory.mktemp("connect"), port=free_port(),
+                              bootstrap=kafka_broker.bootstrap)
+    connect.start()
+    yield connect
+    connect.stop()
