@@ -233,7 +233,14 @@ class EmbeddedConnect:
         if name is not None:
             return self.connector_status(name)
         pid = self.pid()
-        st = {"running": pid is not None, "pid": pid, "url": self.url, "bootstrap": self.bootstrap,
+        bootstrap = self.bootstrap
+        try:  # the broker the worker was started with, which may differ from ours
+            for line in self.config_file.read_text().splitlines():
+                if line.startswith("bootstrap.servers="):
+                    bootstrap = line.split("=", 1)[1]
+        except OSError:
+            pass
+        st = {"running": pid is not None, "pid": pid, "url": self.url, "bootstrap": bootstrap,
               "home": str(self.home), "ready": False, "connectors": []}
         if pid is not None:
             try:

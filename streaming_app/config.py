@@ -32,6 +32,11 @@ ENV = {
     "config": "IVMSTREAM_CONFIG",
     "broker_port": "IVMSTREAM_BROKER_PORT",
     "broker_dir": "IVMSTREAM_BROKER_DIR",
+    # The real CDC chain: the embedded PostgreSQL and Kafka Connect worker.
+    "pg_port": "IVMSTREAM_PG_PORT",
+    "pg_dir": "IVMSTREAM_PG_DIR",
+    "connect_port": "IVMSTREAM_CONNECT_PORT",
+    "connect_dir": "IVMSTREAM_CONNECT_DIR",
     # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
     "kill_at": "IVMSTREAM_KILL_AT",
 }

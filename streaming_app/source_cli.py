@@ -1,7 +1,161 @@
-"""`ivmstream postgres` and `ivmstream connect`: the real CDC chain (being built)."""
+"""`ivmstream postgres` and `ivmstream connect`: the real CDC chain.
+
+``postgres start|stop|status`` runs a PostgreSQL server of our own (Debian's binaries,
+loopback, ``wal_level=logical``) in ``var/postgres``; ``connect start|stop|status`` runs one
+Kafka Connect worker with the Debezium PostgreSQL connector against a Kafka broker, in
+``var/connect``; ``connect register --config job.toml`` turns the job's ``[debezium]`` section
+and tables into that connector and waits until its task runs. ``add_commands(sub, common)``
+is the one call cli.py makes.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
+from operators.errors import ConfigError
+from streaming_app.config import ENV, REPO_ROOT, env, load_config
+
+DEFAULT_PG_DIR = REPO_ROOT / "var" / "postgres"
+DEFAULT_CONNECT_DIR = REPO_ROOT / "var" / "connect"
+
+
+def _env_help(text: str, key: str) -> str:
+    return f"{text} [env {ENV[key]}]"
+
+
+def _port(value: str | None, default: int, key: str) -> int:
+    raw = value if value is not None else str(default)
+    try:
+        port = int(raw)
+    except ValueError:
+        raise ConfigError(f"{ENV[key]}={raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"{ENV[key]}={raw!r} is not a port number (1..65535)")
+    return port
+
+
+def _print_status(st: dict) -> int:
+    print(json.dumps(st, indent=2))
+    return 0 if st["running"] else 1
+
+
+def cmd_postgres(args) -> int:
+    from connectors.postgres import EmbeddedPostgres
+
+    port = args.port if args.port is not None else _port(env("pg_port"), 5432, "pg_port")
+    pg = EmbeddedPostgres(Path(args.dir), port=port)
+    if args.action == "start":
+        t0 = time.monotonic()
+        pg.start()
+        print(f"PostgreSQL {pg.server_version().split()[0]} ready on 127.0.0.1:{pg.port} "
+              f"(pid {pg.pid()}, {time.monotonic() - t0:.1f}s); cluster in {pg.data_dir}, "
+              f"log {pg.log_file}")
+    elif args.action == "stop":
+        print("stopped" if pg.stop() else "no PostgreSQL was running")
+    else:
+        return _print_status(pg.status())
+    return 0
+
+
+def _bootstrap(args) -> str:
+    if args.bootstrap_servers:
+        return args.bootstrap_servers
+    return f"127.0.0.1:{_port(env('broker_port'), 9092, 'broker_port')}"
+
+
+def cmd_connect(args) -> int:
+    from connectors.kafka_connect import EmbeddedConnect
+
+    if args.action == "register":
+        return _register(args)
+    port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
+    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args))
+    if args.action == "start":
+        t0 = time.monotonic()
+        w.start()
+        print(f"Kafka Connect ready on {w.url} (pid {w.pid()}, {time.monotonic() - t0:.1f}s), "
+              f"broker {w.bootstrap}; log {w.log_file}")
+    elif args.action == "stop":
+        print("stopped" if w.stop() else "no Kafka Connect worker was running")
+    else:
+        return _print_status(w.status())
+    return 0
+
+
+def _register(args) -> int:
+    from connectors.kafka_broker import create_topics
+    from connectors.kafka_connect import connector_properties, rest, wait_running
+
+    if not args.config:
+        raise ConfigError("connect register needs --config (the job whose [debezium] section and "
+                          "tables name the connector)")
+    cfg = load_config(args.config)
+    props = connector_properties(cfg)
+    d = cfg.debezium
+    url = args.connect_url or d.connect_url
+    bootstrap = args.bootstrap_servers or cfg.kafka.bootstrap_servers
+    # The tables' topics with one partition each (see connector_properties); topics that
+    # exist keep theirs, and one with more partitions is named, since truncate ordering
+    # is exact only within one partition.
+    create_topics(bootstrap, cfg.topics, partitions=1)
+    wide = _multi_partition(bootstrap, cfg.topics)
+    t0 = time.monotonic()
+    rest(url, "PUT", f"/connectors/{d.connector_name}/config", props)
+    st = wait_running(url, d.connector_name, timeout_s=args.timeout)
+    print(f"connector {d.connector_name!r} RUNNING on {url} ({len(st['tasks'])} task, "
+          f"{time.monotonic() - t0:.1f}s): {d.user}@{d.host}:{d.port}/{d.database} "
+          f"tables {props['table.include.list']} -> {', '.join(cfg.topics)}")
+    for topic, n in wide:
+        print(f"warning: topic {topic} has {n} partitions; a TRUNCATE is ordered with that table's "
+              "rows only within one partition")
+    return 0
+
+
+def _multi_partition(bootstrap: str, topics: list[str]) -> list[tuple[str, int]]:
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="ivmstream-register")
+    try:
+        out = []
+        for t in topics:
+            parts = c.partitions_for_topic(t) or set()
+            if len(parts) > 1:
+                out.append((t, len(parts)))
+        return out
+    finally:
+        c.close()
+
 
 def add_commands(sub, common) -> None:
-    """Register the subcommands on the top-level parser (filled in by the source-chain work)."""
+    """Register ``postgres`` and ``connect`` on the top-level parser."""
+    pg = sub.add_parser("postgres", help="run a PostgreSQL server for the real CDC chain "
+                                         "(loopback, wal_level=logical)")
+    pg.add_argument("action", choices=["start", "stop", "status"])
+    pg.add_argument("--port", type=int, default=None,
+                    help=_env_help("listen port on 127.0.0.1 (default 5432)", "pg_port"))
+    pg.add_argument("--dir", default=env("pg_dir", str(DEFAULT_PG_DIR)),
+                    help=_env_help("server home: cluster, log, pid (default var/postgres)", "pg_dir"))
+    pg.set_defaults(fn=cmd_postgres)
+
+    c = sub.add_parser("connect", help="run a Kafka Connect worker with the Debezium PostgreSQL "
+                                       "connector; register the job's connector")
+    c.add_argument("action", choices=["start", "stop", "status", "register"],
+                   help="start|stop|status the worker, or register the connector of --config "
+                        "and wait until its task runs")
+    c.add_argument("--port", type=int, default=None,
+                   help=_env_help("REST port on 127.0.0.1 (default 8083)", "connect_port"))
+    c.add_argument("--dir", default=env("connect_dir", str(DEFAULT_CONNECT_DIR)),
+                   help=_env_help("worker home: properties, log, pid (default var/connect)", "connect_dir"))
+    c.add_argument("--bootstrap-servers", default=env("bootstrap_servers"),
+                   help=_env_help("Kafka bootstrap servers (start: default 127.0.0.1:<broker port>; "
+                                  "register: overrides the config)", "bootstrap_servers"))
+    c.add_argument("--config", default=env("config"),
+                   help=_env_help("job config (TOML) whose [debezium] section and tables define the "
+                                  "connector (register)", "config"))
+    c.add_argument("--connect-url", default=None,
+                   help="Kafka Connect REST URL for register (default: [debezium] connect_url)")
+    c.add_argument("--timeout", type=float, default=120.0,
+                   help="register: seconds to wait for the task to be RUNNING (default 120)")
+    c.set_defaults(fn=cmd_connect)
