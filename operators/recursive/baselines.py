@@ -226,7 +226,7 @@ class SetImpl:
     def current(self, g):
         return self.view.get(g)
 
-    def explain(self, r) -> str:
+    def explain(self, r, complete: bool = True) -> str:
         from operators.recursive.reference import reference_provenance
 
         prov, formulas = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),

@@ -79,11 +79,12 @@ class _Node:
 
 
 class _Channel:
-    __slots__ = ("sent", "buf", "agg")
+    __slots__ = ("sent", "buf", "alt", "agg")
 
     def __init__(self, prov: Provenance, spec: Spec) -> None:
         self.sent = ProvTable(prov)
-        self.buf = ProvTable(prov)
+        self.buf = ProvTable(prov)  # eager mode: P_ins, formulas waiting for the next flush
+        self.alt: dict = {}  # lazy mode: tuple -> {(edge, r)} join pairs at the sender that derive it
         self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
 
 
@@ -177,7 +178,7 @@ class Engine:
         for e in tuple(nd.s_by_j.get(r[0], ())):
             out = spec.combine(e, r)
             if out is not None:
-                self._derive(n, out, pv & nd.s.get(e))
+                self._derive(n, out, pv & nd.s.get(e), (e, r))
 
     def _fix_retract(self, nd: _Node, old) -> None:
         """AggSel beat ``old``: drop it from the Fixpoint and the join (it stays in AggSel's h)."""
@@ -210,20 +211,23 @@ class Engine:
         for r in tuple(nd.r_by_key.get(j, ())):
             out = self.spec.combine(e, r)
             if out is not None:
-                self._derive(n, out, pv & nd.fix.get(r))
+                self._derive(n, out, pv & nd.fix.get(r), (e, r))
 
     # -- MinShip ---------------------------------------------------------------------------------
-    def _derive(self, src, out, pv) -> None:
+    def _derive(self, src, out, pv, pair) -> None:
         self.stats["derivations"] += 1
         dst = self.node_of(out[0])
-        self._ship(src, dst, self.channel(src, dst), out, pv)
+        self._ship(src, dst, self.channel(src, dst), out, pv, pair)
 
-    def _ship(self, src, dst, ch: _Channel, t, pv) -> None:
+    def _ship(self, src, dst, ch: _Channel, t, pv, pair) -> None:
         if ch.agg is not None and ch.agg.insert(t, pv) is None:
             self.stats["pruned"] += 1
             return
         if self.ship == "plain":
             self._emit(src, dst, "rins", t, pv)
+            return
+        if self.ship == "lazy":
+            self._ship_lazy(src, dst, ch, t, pv, pair)
             return
         old = ch.sent.get(t)
         if old is None:
@@ -236,6 +240,57 @@ class Engine:
             self.stats["buffered"] += 1
             if self.ship == "eager" and self.flush_every and len(ch.buf) >= self.flush_every:
                 self._flush(src, dst, ch)
+
+    def _ship_lazy(self, src, dst, ch: _Channel, t, pv, pair) -> None:
+        """Lazy MinShip: ship one witness of the first derivation; remember the join pair, not its formula.
+
+        Buffering the alternatives' formulas (P_ins = OR of every later derivation) is what blew
+        up on dense graphs: on a 60-vertex stream P_ins averaged 180 BDD nodes (max 7,219) against
+        9 for what was shipped, and one deletion re-shipped and re-merged hundreds of them. The
+        alternative is only needed once the shipped formula dies, and then its *current* formula
+        is ``p_S[edge] ∧ P[r]`` at this node (already restricted by the same deletion), so a
+        reference to the pair is enough.
+        """
+        ch.alt.setdefault(t, set()).add(pair)
+        if t in ch.sent:
+            self.stats["buffered"] += 1
+            return
+        w = self.prov.witness(pv)
+        ch.sent.put(t, w)
+        self._emit(src, dst, "rins", t, w)
+
+    def _alternative(self, src, ch: _Channel, t):
+        """A witness of t from a join pair still live at ``src`` (None if none); drops dead pairs."""
+        pairs = ch.alt.get(t)
+        if not pairs:
+            return None
+        nd = self.nodes[src]
+        false = self.prov.false
+        for pair in list(pairs):
+            e, r = pair
+            fe, fr = nd.s.get(e), nd.fix.get(r)
+            if fe is None or fr is None:  # re-derived through the join if they come back
+                pairs.discard(pair)
+                continue
+            f = fe & fr
+            if f != false:
+                return self.prov.witness(f)
+        if not pairs:
+            del ch.alt[t]
+        return None
+
+    def rebuild_alternatives(self) -> None:
+        """Lazy mode: every join pair at every node as an alternative (after a restore)."""
+        if self.ship != "lazy":
+            return
+        spec = self.spec
+        for n, nd in self.nodes.items():
+            for e in nd.s.keys():
+                for r in nd.r_by_key.get(spec.j(e), ()):
+                    out = spec.combine(e, r)
+                    if out is not None:
+                        ch = self.channel(n, self.node_of(out[0]))
+                        ch.alt.setdefault(out, set()).add((e, r))
 
     def _flush(self, src, dst, ch: _Channel) -> None:
         for t, pv in list(ch.buf.items()):
@@ -281,7 +336,7 @@ class Engine:
             _, removed = ch.sent.kill(dead)
             ch.buf.kill(dead)
             for t in removed:  # the shipped derivation died: ship the buffered alternative
-                alt = ch.buf.pop(t)
+                alt = ch.buf.pop(t) if self.ship != "lazy" else self._alternative(src, ch, t)
                 if alt is not None:
                     ch.sent.put(t, alt)
                     self.stats["reships"] += 1

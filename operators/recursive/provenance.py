@@ -80,6 +80,30 @@ class Provenance:
         """Restrict the given variables to false (deletion of base tuples)."""
         return self.bdd.let({n: False for n in names}, f)
 
+    def witness(self, f):
+        """One witness of a non-false monotone ``f``, as a conjunction (a cube of positive variables).
+
+        Walks one path of the BDD to ``true``, taking the low branch whenever it is not ``false``;
+        the variables left through their high branch form the cube. Since ``f`` is monotone,
+        every assignment that sets those variables true satisfies ``f``, so the cube implies ``f``.
+        Cost: one step per BDD level, no new nodes but the cube's.
+        """
+        m = self.bdd._bdd
+        u = f.node
+        names = []
+        while abs(u) != 1:
+            level, lo, hi = m._succ[abs(u)]
+            if u < 0:  # complemented edge: both cofactors are complemented too
+                lo, hi = -lo, -hi
+            if lo != -1:
+                u = lo
+            else:
+                names.append(m.var_at_level(level))
+                u = hi
+        if u != 1:
+            raise InvariantError("Provenance.witness: formula is false")
+        return self.conj(names)
+
     def support(self, f) -> set[str]:
         return self.bdd.support(f)
 

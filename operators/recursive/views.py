@@ -83,6 +83,7 @@ class ProvImpl:
         self.params = {"nodes": nodes, "ship": ship, "flush_every": flush_every}
         self.prov = Provenance()
         self.engine = Engine(spec, self.prov, nodes=nodes, ship=ship, flush_every=flush_every)
+        self._complete = None  # lazy mode: (Provenance, formulas) from scratch, for explain(complete=True)
 
     def _pv(self, names):
         for v in names:
@@ -92,6 +93,7 @@ class ProvImpl:
 
     def feed(self, ev: Events) -> None:
         eng = self.engine
+        self._complete = None
         if ev.dead:
             eng.kill(ev.dead)
             eng.run()
@@ -116,15 +118,37 @@ class ProvImpl:
         return self.engine.current(g)
 
     def formula(self, r):
-        """Complete absorbed provenance of ``r``; lazy MinShip buffers are released first."""
-        if self.engine.ship == "lazy":
-            self.engine.stats["explain_flushes"] += 1
-            self.engine.flush()
+        """The absorption provenance the view keeps for ``r`` (None if absent).
+
+        Eager and plain modes keep the complete formula. Lazy mode keeps the derivations that
+        were shipped: every term is a witness over live base tuples and the formula is non-false
+        exactly when ``r`` is derivable, but alternatives stay at their senders as join pairs.
+        """
         return self.engine.formula(r)
 
-    def explain(self, r) -> str:
+    def explain(self, r, complete: bool = False) -> str:
+        if complete and self.engine.ship == "lazy":
+            return self.explain_complete(r)
         f = self.formula(r)
         return "false" if f is None else self.prov.render(f)
+
+    def explain_complete(self, r) -> str:
+        """PosBool provenance of ``r`` over the live base tuples, evaluated from scratch.
+
+        Lazy mode does not hold it (that is the point of lazy MinShip), and releasing every
+        alternative into the view would rebuild the formulas whose size blew up on dense graphs,
+        so it is computed beside the view, cached until the next batch. Exponential in the
+        number of paths: meant for small graphs and tests.
+        """
+        from operators.recursive.reference import reference_provenance
+
+        if self._complete is None:
+            self.engine.stats["explain_recomputations"] += 1
+            self._complete = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),
+                                                  self.front.live_edges())
+        prov, formulas = self._complete
+        f = formulas.get(r)
+        return "false" if f is None else prov.render(f)
 
     def stats(self) -> dict:
         s = dict(self.engine.stats)
@@ -167,6 +191,7 @@ class ProvImpl:
             if agg is not None:
                 ch.agg.h.load(agg, tup)
                 ch.agg.rebuild()
+        eng.rebuild_alternatives()  # lazy alternatives are join pairs: derived from the join state
 
 
 class _View:
@@ -242,12 +267,18 @@ class _View:
             return {g: self._value(r) for g, r in best.items()}
         return {self._row(r) for r in self._impl.tuples()}
 
-    def explain(self, row) -> str:
-        """The row's absorption provenance as a minimal DNF over base tuples; ``false`` if absent."""
+    def explain(self, row, complete: bool = False) -> str:
+        """The row's absorption provenance as a minimal DNF over base tuples; ``false`` if absent.
+
+        Every term is a set of live base tuples that derives the row. In lazy mode (the default)
+        these are the derivations the view keeps: at least one while the row is derivable, not
+        necessarily all of them (a dense graph has exponentially many). ``complete=True`` gives
+        every minimal witness (the PosBool provenance), evaluated from scratch in lazy mode.
+        """
         r = self._lookup(row)
         if r is None:
             return "false"
-        return self._impl.explain(r)
+        return self._impl.explain(r, complete)
 
     def stats(self) -> dict:
         s = self._impl.stats()

@@ -110,3 +110,39 @@ def update_stream(graph: Graph, n_updates: int, seed: int = 0, p_delete: float =
             live[(u, v)] = exp
         out.append(([(u, v, c, exp)], [], now))
     return out
+
+
+# -- connected workloads (issue 17) ---------------------------------------------------------------
+
+def dense_growth_stream(n: int = 60, per_batch: int = 36, deletes: tuple = (1, 3), max_edges: int = 420,
+                        seed: int = 0, cost: tuple = (1, 10)) -> list:
+    """Batches ``(inserts, deletes, now)`` growing a random digraph on ``n`` vertices.
+
+    Every batch inserts ``per_batch`` new arcs (uniform over absent pairs, cost uniform in ``cost``)
+    and deletes ``randint(*deletes)`` live arcs (none in the first batch), until ``max_edges`` live
+    arcs. With n=60 the closure is nearly all 3,600 pairs after the second batch, each reachable
+    through very many paths: the shape that made provenance blow up (issue 17).
+    """
+    rng = random.Random(seed)
+    live: list = []
+    present: set = set()
+    out = []
+    now = 0
+    while len(live) < max_edges:
+        now += 1
+        dels = []
+        if live:
+            for _ in range(rng.randint(*deletes)):
+                k = live.pop(rng.randrange(len(live)))
+                present.discard(k)
+                dels.append(k)
+        ins = []
+        while len(ins) < per_batch and len(live) < max_edges:
+            u, v = rng.randrange(n), rng.randrange(n)
+            if u == v or (u, v) in present:
+                continue
+            present.add((u, v))
+            live.append((u, v))
+            ins.append((u, v, rng.randint(*cost)))
+        out.append((ins, dels, now))
+    return out
