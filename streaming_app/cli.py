@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-
-import numpy as np
+import math
 import sys
 import time
 from pathlib import Path
 
-from operators.errors import IvmError
+import numpy as np
+
+from operators.errors import ConfigError, IvmError
 from streaming_app.config import ENV, REPO_ROOT, env, load_config
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
@@ -22,6 +23,63 @@ DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
 
 def _env_help(text: str, key: str) -> str:
     return f"{text} [env {ENV[key]}]"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that ends a bad command line with the one-line error every other mistake gets
+    (``ivmstream: error: [IVM100] ...``, exit 2) instead of a usage block. Subcommand parsers
+    are made with the same class (add_subparsers uses the parent's type)."""
+
+    def error(self, message: str):
+        raise ConfigError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
+# Flag types: argparse turns their ValueError/ArgumentTypeError into Parser.error. They also
+# apply to defaults taken from the environment (argparse converts string defaults).
+def positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return v
+
+
+def non_negative_number(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def int_in(lo: int, hi: int | None = None):
+    """An integer flag in lo..hi (no upper bound when hi is None)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text.strip())
+        except ValueError:
+            v = None
+        if v is None or v < lo or (hi is not None and v > hi):
+            span = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"must be an integer {span}, got {text!r}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def non_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+port = int_in(1, 65535)
 
 
 def _broker(args):
@@ -32,6 +90,10 @@ def _broker(args):
 
 def cmd_broker(args) -> int:
     b = _broker(args)
+    if args.action in ("start", "stop"):
+        stale = b.check_pid_file()  # a pid that is not our broker is never signalled
+        if stale:
+            print(stale)
     if args.action == "start":
         t0 = time.monotonic()
         b.start()
@@ -70,6 +132,23 @@ def cmd_produce(args) -> int:
 
     cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers)
     table = cfg.table(args.table)
+    # Everything that can be wrong with the input is found before Kafka is contacted: a
+    # missing or unreadable file would otherwise end in a traceback after the broker timeouts.
+    rows = live = edges = None
+    if args.file and Path(args.file).suffix.lower() in (".edges", ".el"):
+        from connectors.producer import read_edge_list
+
+        _readable(args.file, "--file")
+        if len(table.column_names) < 2:
+            raise ConfigError(f"--file {args.file}: an edge list needs a table of two columns or more")
+        src, dst = table.column_names[:2]
+        edges = _read(lambda: read_edge_list(args.file, src, dst).to_pylist(), args.file)
+    elif args.file:
+        _readable(args.file, "--file")
+        rows = _read(lambda: conform(table, read_rows(args.file)), args.file)
+    elif not args.edges_workload and args.seed_file:
+        _readable(args.seed_file, "--seed-file")
+        live = _read(lambda: conform(table, read_rows(args.seed_file)), args.seed_file)
     from connectors.kafka_broker import create_topics
 
     create_topics(cfg.kafka.bootstrap_servers, [table.topic])
@@ -78,19 +157,13 @@ def cmd_produce(args) -> int:
         events = _edge_workload(args, table)
         for op, before, after in tqdm(events, desc=f"{args.edges_workload} edges", unit="ev"):
             prod.send(table, op, before, after)
-    elif args.file and Path(args.file).suffix.lower() in (".edges", ".el"):
-        from connectors.producer import read_edge_list
-
-        src, dst = table.column_names[:2]
-        data = read_edge_list(args.file, src, dst)
-        for row in tqdm(data.to_pylist(), desc=f"edge list {table.name}", unit="edge"):
+    elif edges is not None:
+        for row in tqdm(edges, desc=f"edge list {table.name}", unit="edge"):
             prod.send(table, "r", None, {**{c: None for c in table.column_names}, **row})
-    elif args.file:
-        rows = conform(table, read_rows(args.file))
+    elif rows is not None:
         for row in tqdm(rows, desc=f"load {table.name}", unit="rec"):
             prod.send(table, "r", None, row)
     else:
-        live = conform(table, read_rows(args.seed_file)) if args.seed_file else None
         gen = RandomUpdates(table, seed=args.seed, live=live)
         interval = 1.0 / args.rate if args.rate > 0 else 0.0
         t0 = time.monotonic()
@@ -104,6 +177,28 @@ def cmd_produce(args) -> int:
     prod.close()
     print(f"sent {prod.sent} records to {table.topic}")
     return 0
+
+
+def _readable(path: str, flag: str) -> None:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{flag} {path}: {'is a directory, not a file' if p.is_dir() else 'no such file'}")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot be read ({e.strerror})") from None
+
+
+def _read(load, path: str):
+    """Read an input file; a file the readers reject (bad CSV, not Parquet) is a one-line error."""
+    try:
+        return load()
+    except IvmError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{path}: cannot be loaded: {first}") from None
 
 
 def _edge_workload(args, table):
@@ -123,6 +218,11 @@ def _edge_workload(args, table):
 
 
 def cmd_demo(args) -> int:
+    if args.source == "postgres":
+        from streaming_app.pg_demo import run_pg_demo
+
+        return run_pg_demo(duration_s=args.duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
+                           pg_port=args.pg_port, ui=not args.no_ui)
     from streaming_app.demo_run import run_demo
 
     return run_demo(duration_s=args.duration, port=args.port, broker_dir=Path(args.broker_dir),
@@ -130,21 +230,21 @@ def cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ivmstream", description=(
+    p = Parser(prog="ivmstream", description=(
         "Incremental, exactly-once maintenance of provenance sketches, triangle counts and "
         "recursive views from Kafka CDC into Delta tables."))
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("broker", help="run the embedded Apache Kafka broker (KRaft, loopback)")
     b.add_argument("action", choices=["start", "stop", "status"])
-    b.add_argument("--port", type=int, default=int(env("broker_port", "9092")),
+    b.add_argument("--port", type=port, default=env("broker_port", "9092"),
                    help=_env_help("listener port (default 9092)", "broker_port"))
-    b.add_argument("--dir", default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
+    b.add_argument("--dir", type=non_empty, default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
                    help=_env_help("broker home: config, data, log, pid", "broker_dir"))
     b.set_defaults(fn=cmd_broker)
 
     def common(sp, ui: bool = True):
-        sp.add_argument("--config", default=env("config"), required=env("config") is None,
+        sp.add_argument("--config", type=non_empty, default=env("config"), required=env("config") is None,
                         help=_env_help("job config (TOML)", "config"))
         sp.add_argument("--bootstrap-servers", default=env("bootstrap_servers"),
                         help=_env_help("Kafka bootstrap servers (overrides the config)", "bootstrap_servers"))
@@ -155,36 +255,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the streaming job")
     common(r)
-    r.add_argument("--duration", type=float, default=None, help="stop after S seconds (default: run until stopped)")
+    r.add_argument("--duration", type=positive_seconds, default=None,
+                   help="stop after S seconds (default: run until stopped)")
     r.add_argument("--available-now", action="store_true",
                    help="process everything on the topics now, then stop")
     r.set_defaults(fn=cmd_run)
 
     pr = sub.add_parser("produce", help="send Debezium records for a declared table to Kafka")
     common(pr, ui=False)
-    pr.add_argument("--table", required=True, help="table name declared in the config")
+    pr.add_argument("--table", type=non_empty, required=True, help="table name declared in the config")
     src = pr.add_mutually_exclusive_group()
     src.add_argument("--file", help="CSV/TBL/Parquet file (or a .edges 'u v' edge list) to load as "
                                     "snapshot ('r') records")
     src.add_argument("--edges-workload", choices=["powerlaw", "adversarial"],
                      help="generate an edge stream into the table's first two columns: a power-law "
                           "graph (then --updates delete/re-insert churn) or updates that hit heavy hubs")
-    pr.add_argument("--edges", type=int, default=10_000, help="edges of the generated graph (default 10000)")
-    pr.add_argument("--updates", type=int, default=0, help="updates after the generated graph")
-    pr.add_argument("--count", type=int, default=1000, help="random changes to generate (default 1000)")
-    pr.add_argument("--rate", type=float, default=0.0, help="changes per second (0 = as fast as possible)")
-    pr.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    pr.add_argument("--edges", type=int_in(1, 10**9), default=10_000,
+                    help="edges of the generated graph (default 10000)")
+    pr.add_argument("--updates", type=int_in(0, 10**9), default=0, help="updates after the generated graph")
+    pr.add_argument("--count", type=int_in(0, 10**9), default=1000, help="random changes to generate (default 1000)")
+    pr.add_argument("--rate", type=non_negative_number, default=0.0,
+                    help="changes per second (0 = as fast as possible)")
+    pr.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed (default 0)")
     pr.add_argument("--seed-file", help="file whose rows are the live rows the random stream updates")
     pr.set_defaults(fn=cmd_produce)
 
     d = sub.add_parser("demo", help="start the broker, load built-in data, stream updates, run the job")
-    d.add_argument("--duration", type=float, default=60.0, help="seconds to run (default 60)")
-    d.add_argument("--port", type=int, default=int(env("broker_port", "9092")),
+    d.add_argument("--duration", type=positive_seconds, default=60.0, help="seconds to run (default 60)")
+    d.add_argument("--port", type=port, default=env("broker_port", "9092"),
                    help=_env_help("embedded broker port", "broker_port"))
-    d.add_argument("--broker-dir", default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
+    d.add_argument("--broker-dir", type=non_empty, default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
                    help=_env_help("embedded broker home", "broker_dir"))
-    d.add_argument("--rate", type=float, default=200.0, help="random changes per second (default 200)")
+    d.add_argument("--rate", type=non_negative_number, default=200.0,
+                   help="random changes per second (default 200)")
     d.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
+    d.add_argument("--source", choices=["builtin", "postgres"], default="builtin",
+                   help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
+                        "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally")
+    d.add_argument("--pg-port", type=port, default=env("pg_port", "5432"),
+                   help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
     d.set_defaults(fn=cmd_demo)
 
     from streaming_app.sketch_cli import add_commands
@@ -196,12 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.fn(args)
     except IvmError as e:
-        print(f"ivmstream: error: {e}", file=sys.stderr)
+        # one line, whatever the message holds (a parser's caret, a path with a newline)
+        print(f"ivmstream: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

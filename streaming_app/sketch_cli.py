@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 
 from operators.errors import ConfigError
-from streaming_app.config import load_config
+from streaming_app.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, check_sketch_sql, load_config
 
 
 def _cfg(args):
@@ -33,14 +33,32 @@ def _spark(cfg):
 
 def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
     part, _, frags = spec.strip().partition(":")
-    if "." not in part:
+    if part.count(".") != 1:
         raise ConfigError(f"--partition {spec!r} must be TABLE.ATTR[:FRAGMENTS]")
     table, attr = part.split(".", 1)
     try:
         n = int(frags) if frags else default_fragments
     except ValueError:
         raise ConfigError(f"--partition {spec!r}: FRAGMENTS must be an integer") from None
+    if not 1 <= n <= MAX_FRAGMENTS:
+        raise ConfigError(f"--partition {spec!r}: FRAGMENTS must lie in 1..{MAX_FRAGMENTS:,}, got {n}")
     return table, attr, n
+
+
+def sketch_name(text: str) -> str:
+    """``--name`` and the NAME arguments: the names a [[sketches]] entry may have."""
+    import argparse
+
+    if len(text) > MAX_NAME_LEN or not _NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a sketch name (letters, digits, '_', '-', '.', "
+                                         f"starting with a letter, digit or '_'; at most {MAX_NAME_LEN})")
+    return text
+
+
+def fragments(text: str) -> int:
+    from streaming_app.cli import int_in
+
+    return int_in(1, MAX_FRAGMENTS)(text)
 
 
 def parse_partitions(specs, default_fragments: int) -> list[tuple[str, str, int]]:
@@ -114,6 +132,7 @@ def cmd_advise(args) -> int:
     from streaming_app.sketch_maintainer import declared_stats, may_be_null
 
     cfg = _cfg(args)
+    check_sketch_sql(cfg, "--sql", args.sql, where="--sql")  # syntax, supported SQL, tables, columns
     tables = mirror_tables(cfg, args.sql)
     if not any(t.num_rows for t in tables.values()):
         raise ConfigError("the mirrors of the query's tables have no rows yet: nothing to estimate from")
@@ -127,10 +146,13 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketch_maintainer import (as_parts, check_partition, declared_stats, may_be_null,
-                                                 register_query)
+    from streaming_app.sketch_maintainer import (as_parts, check_partition, check_query, declared_stats,
+                                                 may_be_null, register_query)
 
     cfg = _cfg(args)
+    # the SQL first (one SELECT, supported, over declared tables and columns): the safety
+    # check alone would misname the problem (an IN subquery read as an unknown column)
+    check_sketch_sql(cfg, args.name, args.sql, where=f"--sql of {args.name!r}")
     if args.partition:
         parts = parse_partitions(args.partition, args.fragments)
         as_parts(parts)  # one attribute per table: refused before Spark starts
@@ -138,6 +160,7 @@ def cmd_register(args) -> int:
         for table, attr, _ in parts:
             if attr in schema.get(table.lower(), ()):  # else register_query says what is wrong
                 check_partition(args.sql, schema, table, attr, may_be_null(cfg), declared_stats(cfg))
+        check_query(cfg, args.name, args.sql, parts)  # undeclared table or column: before Spark
     else:
         n = args.fragments
         advice, chosen = choose_partition(args.sql, mirror_tables(cfg, args.sql), n, nullable=may_be_null(cfg),
@@ -284,13 +307,44 @@ def cmd_layout(args) -> int:
     return 0
 
 
+def sampling_rate(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be a sampling rate in (0, 1], got {text!r}")
+    return v
+
+
+def seed(text: str) -> int:
+    from streaming_app.cli import int_in
+
+    return int_in(0, 2**32 - 1)(text)
+
+
+def max_file_mb(text: str) -> int:
+    from streaming_app.cli import int_in
+
+    return int_in(1, 1 << 20)(text)
+
+
+def show_rows(text: str) -> int:
+    from streaming_app.cli import int_in
+
+    return int_in(0, 10**9)(text)
+
+
 def add_commands(sub, common) -> None:
     s = sub.add_parser("sketch", help="register, drop and inspect provenance sketches of queries")
     ss = s.add_subparsers(dest="sketch_command", required=True)
 
     r = ss.add_parser("register", help="register a query; its sketch is captured and kept current by the job")
     common(r, ui=False)
-    r.add_argument("--name", required=True, help="query name")
+    r.add_argument("--name", type=sketch_name, required=True, help="query name")
     r.add_argument("--sql", required=True, help="the SQL query (over the declared tables)")
     r.add_argument("--partition", action="append",
                    help="TABLE.ATTR[:FRAGMENTS] to range-partition (refused unless proven safe); repeat it or "
@@ -298,8 +352,9 @@ def add_commands(sub, common) -> None:
                         "without it the cost-based advisor chooses")
     r.add_argument("--per-table", action="store_true",
                    help="without --partition: the advisor's best attribute on every table the query reads "
-                        f"whose sketch would cover at most {PER_TABLE_MAX:.0%} of it (more data skipped)")
-    r.add_argument("--fragments", type=int, default=16, help="fragments when --partition gives none (16)")
+                        f"whose sketch would cover at most {PER_TABLE_MAX:.0%}% of it (more data skipped)")
+    r.add_argument("--fragments", type=fragments, default=16,
+                   help=f"fragments when --partition gives none (16; at most {MAX_FRAGMENTS:,})")
     r.add_argument("--mode", choices=["eager", "lazy"], default="eager",
                    help="eager: maintained every batch; lazy: when the sketch is asked for")
     r.add_argument("--replace", action="store_true", help="replace a query of the same name")
@@ -309,26 +364,26 @@ def add_commands(sub, common) -> None:
                                      "(cost-based advisor over the mirrors)")
     common(a, ui=False)
     a.add_argument("--sql", required=True, help="the SQL query (over the declared tables)")
-    a.add_argument("--fragments", type=int, default=16, help="equi-depth fragments per attribute (16)")
-    a.add_argument("--theta", type=float, default=0.05, help="sampling rate (0.05)")
-    a.add_argument("--seed", type=int, default=0, help="sampling seed (0)")
+    a.add_argument("--fragments", type=fragments, default=16, help="equi-depth fragments per attribute (16)")
+    a.add_argument("--theta", type=sampling_rate, default=0.05, help="sampling rate in (0, 1] (0.05)")
+    a.add_argument("--seed", type=seed, default=0, help="sampling seed (0)")
     a.add_argument("--verify", action="store_true", help="also capture each candidate's sketch: true sizes")
     a.set_defaults(fn=cmd_advise)
 
     d = ss.add_parser("drop", help="drop a registered query and its sketch")
     common(d, ui=False)
-    d.add_argument("name")
+    d.add_argument("name", type=sketch_name)
     d.set_defaults(fn=cmd_drop)
 
     sh = ss.add_parser("show", help="a sketch's ranges, share of the table covered, version, staleness")
     common(sh, ui=False)
-    sh.add_argument("name")
+    sh.add_argument("name", type=sketch_name)
     sh.add_argument("--json", action="store_true", help="print one JSON object")
     sh.set_defaults(fn=cmd_show)
 
     f = ss.add_parser("filter", help="the sketch's SQL predicate (adjacent ranges merged)")
     common(f, ui=False)
-    f.add_argument("name")
+    f.add_argument("name", type=sketch_name)
     f.add_argument("--table", help="only this partitioned table's predicate (default: all, one per line)")
     f.add_argument("--form", choices=("flat", "grouped"), default="flat",
                    help="flat: an OR of the merged ranges (default, as stored in 'sketches'); grouped: the same "
@@ -339,14 +394,14 @@ def add_commands(sub, common) -> None:
     common(lay, ui=False)
     lay.add_argument("table")
     lay.add_argument("attribute")
-    lay.add_argument("--max-file-mb", type=int, default=16, help="target file size in MB (default 16)")
+    lay.add_argument("--max-file-mb", type=max_file_mb, default=16, help="target file size in MB (default 16)")
     lay.set_defaults(fn=cmd_layout)
 
     q = sub.add_parser("query", help="run SQL over the Delta mirrors, optionally restricted by a sketch")
     common(q, ui=False)
     q.add_argument("--sql", required=True, help="the query")
-    q.add_argument("--use-sketch", help="also run it with this sketch's predicate and compare")
-    q.add_argument("--show-rows", type=int, default=0, help="print the first N result rows")
+    q.add_argument("--use-sketch", type=sketch_name, help="also run it with this sketch's predicate and compare")
+    q.add_argument("--show-rows", type=show_rows, default=0, help="print the first N result rows")
     q.add_argument("--form", choices=("grouped", "flat"), default="grouped",
                    help="form of the sketch predicates the query runs with (see sketch filter --form)")
     q.set_defaults(fn=cmd_query)
