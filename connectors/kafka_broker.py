@@ -3,7 +3,10 @@
 `ivmstream broker start|stop|status` and the test suite both use this module: one JVM that
 is broker and controller at once, listening on 127.0.0.1 only, its data and log under one
 folder. Start formats the storage on first use, launches the JVM in its own session, waits
-until the broker answers a metadata request, and records the pid; stop ends that pid only.
+until the broker answers a metadata request, and records the pid; stop ends that pid only,
+and only after checking that it is this broker (a Kafka JVM started with this folder's
+config): after a reboot the recorded pid may belong to anything. Records are kept for a week
+or up to 1 GiB per partition, whichever ends first (``RETENTION_HOURS``, ``RETENTION_BYTES``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,14 @@ from operators.errors import IvmError
 from streaming_app.jars import kafka_classpath
 
 LOOPBACK = "127.0.0.1"
+KAFKA_MAIN = "kafka.Kafka"
+# Bounded CDC history. A week and 1 GiB per partition hold every test, the demo and the
+# benches (the largest writes ~100 MB a partition) many times over; a job restarted from a
+# checkpoint older than what is kept fails on the missing offsets (Spark's failOnDataLoss)
+# rather than silently skipping them.
+RETENTION_HOURS = 168
+RETENTION_BYTES = 1 << 30
+SEGMENT_BYTES = 128 << 20  # retention deletes whole segments: keep them well under the bound
 
 
 class BrokerError(IvmError):
@@ -82,12 +93,38 @@ class EmbeddedBroker:
     def config_file(self) -> Path:
         return self.home / "server.properties"
 
-    def pid(self) -> int | None:
+    def recorded_pid(self) -> int | None:
+        """The pid in broker.pid, whatever runs under it now."""
         try:
-            pid = int(self.pid_file.read_text().strip())
+            return int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+
+    def pid(self) -> int | None:
+        """The recorded pid if it is alive and is this broker, else None."""
+        pid = self.recorded_pid()
+        return pid if pid is not None and _alive(pid) and self._is_ours(pid) else None
+
+    def _is_ours(self, pid: int) -> bool:
+        return _is_broker(pid, self.config_file)
+
+    def check_pid_file(self) -> str | None:
+        """If broker.pid names a process that is gone or is not this broker, remove the file and
+        say so (that process is left alone); None if the file is absent or names our broker."""
+        if not self.pid_file.exists():
+            return None
+        pid = self.recorded_pid()
+        if pid is None:
+            why = "holds no pid"
+        elif not _alive(pid):
+            why = f"names pid {pid}, which is not running"
+        elif not self._is_ours(pid):
+            why = (f"names pid {pid}, which is not this broker (not a {KAFKA_MAIN} JVM with "
+                   f"{self.config_file}); left it alone")
+        else:
+            return None
+        self.pid_file.unlink(missing_ok=True)
+        return f"{self.pid_file} {why}: removed the stale pid file"
 
     def _write_config(self, controller_port: int) -> None:
         props = {
@@ -110,8 +147,9 @@ class EmbeddedBroker:
             "group.initial.rebalance.delay.ms": "0",
             "num.recovery.threads.per.data.dir": "1",
             "auto.create.topics.enable": "false",
-            # Keep CDC history: the job may be restarted from an old checkpoint.
-            "log.retention.hours": "-1",
+            "log.retention.hours": str(RETENTION_HOURS),
+            "log.retention.bytes": str(RETENTION_BYTES),
+            "log.segment.bytes": str(SEGMENT_BYTES),
         }
         self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
@@ -160,7 +198,7 @@ class EmbeddedBroker:
         proc = subprocess.Popen(
             ["java", f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseSerialGC",
              f"-Dlog4j2.configurationFile={self._log4j()}",
-             "-cp", kafka_classpath(), "kafka.Kafka", str(self.config_file)],
+             "-cp", kafka_classpath(), KAFKA_MAIN, str(self.config_file.resolve())],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -196,10 +234,11 @@ class EmbeddedBroker:
             return False
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """End the recorded broker process; True if one was running."""
+        """End the recorded broker process; True if one was running. A pid that is not this
+        broker is never signalled (``check_pid_file`` says why and removes the file)."""
         pid = self.pid()
         if pid is None:
-            self.pid_file.unlink(missing_ok=True)
+            self.check_pid_file()
             return False
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
@@ -216,6 +255,35 @@ class EmbeddedBroker:
         pid = self.pid()
         return {"running": pid is not None, "pid": pid, "bootstrap": self.bootstrap,
                 "home": str(self.home), "ready": bool(pid and _port_open(self.port))}
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    """A process's arguments, from /proc on Linux, else from ps; None if gone or unreadable."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+    except OSError:
+        if Path("/proc/self").exists():
+            return None  # gone, or not ours to read
+    try:
+        r = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.split() if r.returncode == 0 else None
+
+
+def _is_broker(pid: int, config_file: Path) -> bool:
+    """True if ``pid`` runs Kafka's main class with ``config_file`` (compared as resolved paths,
+    relative ones against the process's working directory)."""
+    args = _cmdline(pid)
+    if not args or KAFKA_MAIN not in args:
+        return False
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = os.getcwd()
+    want = os.path.realpath(config_file)
+    return any(os.path.realpath(os.path.join(cwd, a)) == want for a in args if a.endswith(".properties"))
 
 
 def _reap(pid: int) -> None:

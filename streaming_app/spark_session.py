@@ -4,6 +4,14 @@ Every entry point (the job, the demo, the tests, the benchmarks, the sketch comm
 its session here so that they all run with the same jars and settings. The JVM jars come from
 ``jvm/spark/jars`` through ``spark.jars`` (resolved once by `make jars`): no Ivy resolution
 ever happens when a session starts.
+
+The Spark UI has no login and shows the job's SQL, configuration and samples of its data, so it
+listens on ``[spark] ui_host`` (127.0.0.1 unless the config says otherwise). Spark 4 binds the
+UI to the driver JVM's ``SPARK_LOCAL_IP`` environment variable, else to every interface
+(``WebUI.bind``; ``spark.driver.bindAddress`` covers only the RPC endpoints). A session whose
+JVM we launch locally gets that variable; for a JVM that exists already (spark-submit, a
+cluster client) the variable is read back, and if the UI would listen on more than loopback
+when the config asks for loopback, the UI stays off and a line says how to turn it on.
 """
 
 from __future__ import annotations
@@ -39,17 +47,64 @@ def _python_env() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _is_loopback(host: str | None) -> bool:
+    return bool(host) and (host in LOOPBACK or host.startswith("127."))
+
+
+def ui_allowed(spark_cfg: SparkConfig, *, pinned: bool, jvm_local_ip) -> tuple[bool, str | None]:
+    """Whether the UI may start, and the note to print when it may not.
+
+    ``pinned``: we launch the driver JVM locally with SPARK_LOCAL_IP = ui_host (driver RPC
+    pinned to loopback separately), so the UI listens where the config says. Otherwise
+    ``jvm_local_ip()`` gives the driver JVM's SPARK_LOCAL_IP (None if unset: every interface)."""
+    if pinned or not _is_loopback(spark_cfg.ui_host):
+        return True, None
+    bound = jvm_local_ip()
+    if _is_loopback(bound):
+        return True, None
+    where = f"SPARK_LOCAL_IP={bound}" if bound else "every interface (SPARK_LOCAL_IP is not set)"
+    return False, (f"Spark UI off: the driver JVM would serve it on {where}, and [spark] ui_host is "
+                   f"{spark_cfg.ui_host}. Start the driver with SPARK_LOCAL_IP=127.0.0.1 (and reach the UI "
+                   "through an SSH tunnel), or set [spark] ui_host = \"0.0.0.0\" to serve it on every interface")
+
+
+def _jvm_local_ip(submitted: bool) -> str | None:
+    """SPARK_LOCAL_IP of the driver JVM: read from the JVM if it is up, else the environment it
+    will inherit from this process."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is None and not submitted:
+        return os.environ.get("SPARK_LOCAL_IP")
+    SparkContext._ensure_initialized()  # connects to the running JVM; starts nothing new
+    return SparkContext._jvm.java.lang.System.getenv("SPARK_LOCAL_IP")
+
+
 def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions()):
     """Create (or return the running) SparkSession configured for ivmstream."""
     _python_env()
     local = spark_cfg.master.startswith("local")
-    if opts.embedded and local:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     # Under spark-submit the JVM is already up with the submitted master, jars and memory:
     # setting them again here would be ignored or, for the master, override the cluster.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    from pyspark import SparkContext
+
+    # A local driver JVM that we are about to launch: driver and block manager are pinned to
+    # loopback below, and SPARK_LOCAL_IP (inherited by the JVM) places the UI.
+    pinned = opts.embedded and local and not submitted and SparkContext._gateway is None
+    if pinned:
+        os.environ["SPARK_LOCAL_IP"] = spark_cfg.ui_host if opts.ui else "127.0.0.1"
+    elif opts.embedded and local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    ui = opts.ui
+    if ui:
+        ui, note = ui_allowed(spark_cfg, pinned=pinned, jvm_local_ip=lambda: _jvm_local_ip(submitted))
+        if note:
+            print(note, file=sys.stderr, flush=True)
+    from pyspark.sql import SparkSession
+
     b = SparkSession.builder.appName(opts.app_name)
     if not submitted:
         b = (b.master(spark_cfg.master)
@@ -71,12 +126,12 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
         # 50 tiny tasks per commit made each micro-batch's MERGE 3-4x slower on 2 cores.
         .config("spark.databricks.delta.snapshotPartitions", str(max(2, spark_cfg.shuffle_partitions)))
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", str(bool(opts.ui)).lower())
+        .config("spark.ui.enabled", str(bool(ui)).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
     )
-    if opts.ui:
+    if ui:
         b = b.config("spark.ui.port", str(spark_cfg.ui_port))
     if opts.embedded and local and not submitted:
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
