@@ -1,46 +1,78 @@
 """Debezium JSON change events -> typed CDC events per table, or quarantine rows.
 
-Format only: no Kafka, no Spark. Input is a micro-batch of Kafka records (key, value, topic,
-partition, offset); output is, per declared table, the events in log order, plus one
-``Rejected`` per record that cannot be applied (with a stable ``DATA_*`` code and a reason),
-plus the count of tombstones (null values after a delete, skipped by design).
+Format only: no Kafka, no Spark. Input is a micro-batch of Kafka records ``(topic,
+partition, offset, key, value[, headers])``; output is, per declared table, the events in
+log order, one ``Rejected`` per record that cannot be applied (a stable ``DATA_*`` code and
+a reason), the count of tombstones (null values after a delete, skipped by design) and the
+declared columns seen missing from images (``schema_changes``).
 
-Accepted: values with or without the ``{"schema":..., "payload":...}`` wrapper; ops ``c``
-(create), ``r`` (snapshot read), ``u`` (update), ``d`` (delete); the message key (JSON
-object, wrapped or not) as the primary key, falling back to the row image when the key is
-absent. Column values are coerced strictly to the declared type:
+``decode_batch`` is total: for any bytes in key, value and headers it returns; an
+unexpected exception inside one record becomes a DATA_DECODER_ERROR rejection.
 
-  int/long   JSON integer (int is 32-bit)          double   JSON number
-  decimal    JSON number or numeric string          string   JSON string
-  boolean    JSON true/false                        date     days since epoch or "YYYY-MM-DD"
-  timestamp  epoch milliseconds or ISO-8601 text (naive text is UTC)
+Values. With the ``{"schema", "payload"}`` wrapper (JsonConverter ``schemas.enable=true``)
+each field is decoded by its Connect schema; without it, by the table's ``decimal_mode`` and
+``time_mode``. Then it is converted into the declared type exactly or quarantined (see
+connectors.debezium_types). Ops: ``c``/``r``/``u``/``d``, and ``t`` (truncate) as an event
+with an empty key; anything else (``m`` logical messages, non-strings) is DATA_UNKNOWN_OP.
 
-A column missing from an image is an error (Debezium always sends every column); columns
-the config does not declare are ignored.
+Key vs image. The message key is the record's identity: Debezium partitions by it, so it is
+what orders a row's changes. When the key is present it must name every primary-key column
+(else DATA_MISSING_KEY), and a ``c``/``r``/``u`` whose after image, or a ``d`` whose before
+image, carries a different key is DATA_KEY_MISMATCH. Without a message key the image's key
+is used. A primary-key change is Debezium's delete(old key), tombstone, create(new key); the
+create's message key is the new key, like its after image, and the old key comes from the
+``__debezium.oldkey`` header (``CdcEvent.old_key``). An update whose before image has
+another key (as MySQL-style producers may send) becomes a delete of the old key and a create
+of the new one.
+
+TOAST. The unavailable-value placeholder never becomes a value: the column is None in
+``after`` and listed in ``CdcEvent.unavailable``; the job keeps the mirror's current value.
+
+Schema changes. Undeclared columns are ignored. A declared column missing from an image is
+None and noted once per batch in ``schema_changes``; missing from an after image, a
+``not_null`` or primary-key column is DATA_COLUMN_DROPPED. (A REPLICA IDENTITY DEFAULT
+delete's before image has every field, nulls outside the key: not a drop.)
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Iterable
 
+from connectors.debezium_types import Bad, FieldSpec, Modes, convert, field_spec, is_placeholder
 from operators import errors as E
 from streaming_app.config import JobConfig, TableConfig
 
-OPS = {"c", "r", "u", "d"}
-EPOCH = dt.date(1970, 1, 1)
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
-_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+OPS = ("c", "r", "u", "d", "t")
+OLD_KEY_HEADER = "__debezium.oldkey"
+_Bad = Bad  # the name older code raised
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Fractions and exponents parse as Decimal (no digit lost); bare NaN/Infinity are not JSON.
+_JSON = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+_WS = "[ \t\n\r]*"
+_HEAD = re.compile(_WS + r'\{' + _WS + r'"schema"' + _WS + ":" + _WS)
+_MID = re.compile(_WS + "," + _WS + r'"payload"' + _WS + ":" + _WS)
+_TAIL = re.compile(_WS + r"\}" + _WS)
+_SCHEMA_CACHE: dict[str, Any] = {}  # schema text -> field specs (or the Bad it raised)
+_SCHEMA_CACHE_MAX = 4096
 
 
 @dataclass(frozen=True)
 class CdcEvent:
-    """One change to one row: ``after`` is None for a delete, ``before`` may be None."""
+    """One change to one row: ``after`` is None for a delete and a truncate (op ``t``, key ``()``).
+
+    ``unavailable``: columns of ``after`` that Debezium sent as the TOAST placeholder (None in
+    ``after``; keep the current value). ``old_key``: on the create of a primary-key change,
+    the key the row had before.
+    """
 
     table: str
     op: str
@@ -50,6 +82,8 @@ class CdcEvent:
     ts_ms: int | None
     partition: int
     offset: int
+    unavailable: frozenset[str] = frozenset()
+    old_key: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -69,198 +103,344 @@ class DecodedBatch:
     rejected: list[Rejected]
     tombstones: int = 0
     records: int = 0
+    schema_changes: list[tuple[str, str, str]] = field(default_factory=list)  # (table, column, "dropped")
 
 
-class _Bad(Exception):
-    def __init__(self, code: str, reason: str):
-        super().__init__(reason)
-        self.code, self.reason = code, reason
+# ---------------------------------------------------------------- JSON and schemas
 
-
-def _text(b: bytes | str | None) -> str | None:
-    if b is None:
-        return None
-    return b if isinstance(b, str) else b.decode("utf-8", errors="replace")
-
-
-def _unwrap(doc: Any) -> Any:
-    if isinstance(doc, dict) and "payload" in doc and set(doc) <= {"schema", "payload"}:
-        return doc["payload"]
-    return doc
-
-
-def coerce(value: Any, typ: str, column: str) -> Any:
-    """Convert one JSON value to the Python value of the declared type, or raise _Bad."""
-    if value is None:
-        return None
-    bad = _Bad(E.DATA_WRONG_TYPE, f"column {column!r}: {value!r} is not a valid {typ}")
-    if typ in ("int", "long"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
-        lo, hi = INT32 if typ == "int" else INT64
-        if not lo <= value <= hi:
-            raise _Bad(E.DATA_WRONG_TYPE, f"column {column!r}: {value} is out of range for {typ}")
-        return value
-    if typ == "double":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
-        return float(value)
-    if typ == "string":
-        if not isinstance(value, str):
-            raise bad
-        return value
-    if typ == "boolean":
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if typ == "date":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return EPOCH + dt.timedelta(days=value)
-        if isinstance(value, str):
-            try:
-                return dt.date.fromisoformat(value[:10])
-            except ValueError:
-                raise bad from None
-        raise bad
-    if typ == "timestamp":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=value)
-        if isinstance(value, str):
-            try:
-                ts = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise bad from None
-            return ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc)
-        raise bad
-    m = _DECIMAL.match(typ)
-    if m:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise bad
+def _parse(data: Any, what: str) -> tuple[Any, str | None]:
+    """A JSON document and, when it is a schema wrapper, the raw text of its schema."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
         try:
-            d = Decimal(str(value))
-        except InvalidOperation:
-            raise bad from None
-        precision, scale = int(m.group(1)), int(m.group(2))
-        q = d.quantize(Decimal(1).scaleb(-scale))
-        if len(q.as_tuple().digits) > precision:
-            raise _Bad(E.DATA_WRONG_TYPE, f"column {column!r}: {value!r} exceeds {typ}")
-        return q
-    raise _Bad(E.DATA_WRONG_TYPE, f"column {column!r}: unsupported type {typ}")
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise Bad(E.DATA_INVALID_JSON, f"{what} is not UTF-8: {e}") from None
+    elif isinstance(data, str):
+        text = data
+    else:
+        raise Bad(E.DATA_INVALID_JSON, f"{what} is a {type(data).__name__}, not bytes")
+    try:
+        m = _HEAD.match(text)
+        if m:  # the usual wrapper {"schema":..., "payload":...}: keep the schema text for the cache
+            try:
+                schema, end = _JSON.raw_decode(text, m.end())
+                m2 = _MID.match(text, end)
+                if m2:
+                    payload, end2 = _JSON.raw_decode(text, m2.end())
+                    if _TAIL.fullmatch(text, end2):
+                        return {"schema": schema, "payload": payload}, text[m.end():end]
+            except ValueError:
+                pass  # the full parse below reports it
+        doc = _JSON.decode(text)
+    except RecursionError:
+        raise Bad(E.DATA_INVALID_JSON, f"{what} is nested too deeply") from None
+    except ValueError as e:
+        raise Bad(E.DATA_INVALID_JSON, f"{what} is not JSON: {e}") from None
+    return doc, None
 
 
-def _image(raw: Any, table: TableConfig, which: str) -> dict | None:
+def _is_wrapper(doc: Any) -> bool:
+    return isinstance(doc, dict) and "payload" in doc and set(doc) <= {"schema", "payload"}
+
+
+def _struct_fields(fields: Any, where: str) -> dict[str, FieldSpec]:
+    if not isinstance(fields, list):
+        raise Bad(E.DATA_WRONG_TYPE, f"{where}: 'fields' is not a list")
+    out = {}
+    for f in fields:
+        name = f.get("field") if isinstance(f, dict) else None
+        if not isinstance(name, str):
+            raise Bad(E.DATA_WRONG_TYPE, f"{where}: a field without a name")
+        out[name] = field_spec(f, f"{where} field {name!r}")
+    return out
+
+
+def _value_fields(schema: Any) -> dict[str, FieldSpec] | None:
+    """Field specs of the row images in an Envelope schema (None: decode by the table's modes)."""
+    if schema is None or (isinstance(schema, dict) and "fields" not in schema):
+        return None
+    if not isinstance(schema, dict):
+        raise Bad(E.DATA_WRONG_TYPE, "value schema is not an object")
+    fields = schema["fields"]
+    if not isinstance(fields, list):
+        raise Bad(E.DATA_WRONG_TYPE, "value schema: 'fields' is not a list")
+    for f in fields:
+        if isinstance(f, dict) and f.get("field") in ("after", "before") and "fields" in f:
+            return _struct_fields(f["fields"], f"value schema {f['field']!r}")
+    return None
+
+
+def _key_fields(schema: Any) -> dict[str, FieldSpec] | None:
+    if schema is None or (isinstance(schema, dict) and "fields" not in schema):
+        return None
+    if not isinstance(schema, dict):
+        raise Bad(E.DATA_WRONG_TYPE, "key schema is not an object")
+    return _struct_fields(schema["fields"], "key schema")
+
+
+def _cached(kind: str, schema: Any, text: str | None, build) -> dict[str, FieldSpec] | None:
+    """Parsed field specs per schema text: records of one table share one schema text."""
+    if schema is None:
+        return None
+    k = kind + (text if text is not None else json.dumps(schema, sort_keys=True, default=str))
+    hit = _SCHEMA_CACHE.get(k)
+    if hit is None:
+        try:
+            hit = build(schema)
+        except Bad as bad:
+            hit = bad
+        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
+            _SCHEMA_CACHE.clear()
+        _SCHEMA_CACHE[k] = hit if hit is not None else False
+    if isinstance(hit, Bad):
+        raise hit
+    return hit or None
+
+
+# ---------------------------------------------------------------- keys and images
+
+def _modes(table: TableConfig) -> Modes:
+    return Modes(getattr(table, "decimal_mode", "precise"), getattr(table, "time_mode", "adaptive"))
+
+
+def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig, what: str) -> tuple:
+    if not isinstance(doc, dict):
+        raise Bad(E.DATA_MISSING_KEY, f"{what} is not a JSON object")
+    vals = []
+    for k in table.primary_key:
+        raw = doc.get(k)
+        if raw is None:
+            raise Bad(E.DATA_MISSING_KEY, f"{what} has no value for primary-key column {k!r}")
+        spec = fields.get(k) if fields else None
+        if is_placeholder(raw, spec):
+            raise Bad(E.DATA_MISSING_KEY, f"{what}: primary-key column {k!r} is unavailable")
+        vals.append(convert(raw, spec, table.type_of(k), _modes(table), f"{what} column {k!r}"))
+    return tuple(vals)
+
+
+def _message_key(data: Any, table: TableConfig, what: str = "message key") -> tuple | None:
+    """The primary key a message key (or the old-key header) names; None when there is none."""
+    if data is None:
+        return None
+    try:
+        doc, text = _parse(data, what)
+    except Bad as bad:
+        raise Bad(E.DATA_MISSING_KEY, bad.reason) from None
+    fields = None
+    if _is_wrapper(doc):
+        fields = _cached("k", doc.get("schema"), text, _key_fields)
+        doc = doc["payload"]
+    if doc is None:
+        return None
+    return _key_from(doc, fields, table, what)
+
+
+@dataclass
+class _Image:
+    row: dict
+    unavailable: list[str]
+    missing: list[str]
+
+
+def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, which: str) -> _Image | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise _Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
-    missing = [c for c in table.column_names if c not in raw]
-    if missing:
-        raise _Bad(E.DATA_WRONG_TYPE, f"'{which}' image lacks column(s) {missing}")
-    return {c: coerce(raw[c], t, c) for c, t in table.columns}
+        raise Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
+    modes = _modes(table)
+    img = _Image({}, [], [])
+    for col, typ in table.columns:
+        if col not in raw:
+            img.missing.append(col)
+            img.row[col] = None
+            continue
+        v = raw[col]
+        spec = fields.get(col) if fields else None
+        if v is None:
+            img.row[col] = None
+        elif is_placeholder(v, spec):
+            img.unavailable.append(col)
+            img.row[col] = None
+        else:
+            img.row[col] = convert(v, spec, typ, modes, f"'{which}' column {col!r}")
+    return img
 
 
-def _key(raw_key: Any, images: Iterable[dict | None], table: TableConfig) -> tuple:
-    key = _unwrap(raw_key)
-    if isinstance(key, dict) and all(k in key for k in table.primary_key):
-        vals = tuple(coerce(key[k], table.type_of(k), k) for k in table.primary_key)
-        if all(v is not None for v in vals):
-            return vals
-    for img in images:
-        if img is not None:
-            vals = tuple(img[k] for k in table.primary_key)
-            if all(v is not None for v in vals):
-                return vals
-    raise _Bad(E.DATA_MISSING_KEY, f"no primary key {list(table.primary_key)} in the message key or row images")
+def _image_key(img: _Image, table: TableConfig) -> tuple | None:
+    """The image's primary key, or None if a key column is null or unavailable."""
+    vals = tuple(img.row[k] for k in table.primary_key)
+    if None in vals:
+        return None
+    return vals
 
 
 def _pick_table(payload: dict, candidates: list[TableConfig], topic: str) -> TableConfig:
     if not candidates:
-        raise _Bad(E.DATA_UNKNOWN_TABLE, f"topic {topic!r} is not declared for any table")
+        raise Bad(E.DATA_UNKNOWN_TABLE, f"topic {topic!r} is not declared for any table")
     source = payload.get("source") if isinstance(payload.get("source"), dict) else {}
     name = source.get("table")
     if len(candidates) == 1:
         t = candidates[0]
         if name is not None and t.source_table is not None and name != t.source_table:
-            raise _Bad(E.DATA_UNKNOWN_TABLE, f"source.table {name!r} is not {t.source_table!r} declared for {topic!r}")
+            raise Bad(E.DATA_UNKNOWN_TABLE, f"source.table {name!r} is not {t.source_table!r} declared for {topic!r}")
         return t
     for t in candidates:
-        if t.source_table == name:
+        if t.source_table is not None and t.source_table == name:
             return t
-    raise _Bad(E.DATA_UNKNOWN_TABLE, f"source.table {name!r} matches no table declared on topic {topic!r}")
+    raise Bad(E.DATA_UNKNOWN_TABLE, f"source.table {name!r} matches no table declared on topic {topic!r}")
 
 
-def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int,
-                  key: bytes | None, value: bytes | None) -> list[CdcEvent] | None:
-    """Decode one Kafka record: events (two for a key-changing update), None for a tombstone.
+def _old_key_header(headers: Any, table: TableConfig) -> tuple | None:
+    if not isinstance(headers, (list, tuple)):
+        return None
+    found = None
+    for h in headers:
+        if isinstance(h, (list, tuple)) and len(h) == 2 and h[0] == OLD_KEY_HEADER:
+            found = h
+    if found is None or found[1] is None:
+        return None
+    return _message_key(found[1], table, f"header {OLD_KEY_HEADER}")
 
-    Raises _Bad for a record that must be quarantined.
+
+# ---------------------------------------------------------------- one record
+
+def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: Any, value: Any,
+                  headers: Any = None, dropped: list | None = None) -> list[CdcEvent] | None:
+    """Decode one Kafka record: its events (two for a key-changing update), None for a tombstone.
+
+    Raises Bad for a record that must be quarantined; appends (table, column) pairs of declared
+    columns missing from an image to ``dropped``.
     """
     if value is None:
         return None
-    try:
-        doc = json.loads(value)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise _Bad(E.DATA_INVALID_JSON, f"value is not JSON: {e}") from None
-    payload = _unwrap(doc)
+    doc, schema_text = _parse(value, "value")
+    fields = None
+    if _is_wrapper(doc):
+        payload = doc["payload"]
+        schema = doc.get("schema")
+    else:
+        payload, schema = doc, None
     if payload is None:
         return None
     if not isinstance(payload, dict):
-        raise _Bad(E.DATA_INVALID_JSON, "value is not a JSON object")
+        raise Bad(E.DATA_INVALID_JSON, "value is not a JSON object")
     table = _pick_table(payload, cfg.tables_for_topic(topic), topic)
     op = payload.get("op")
-    if op not in OPS:
-        raise _Bad(E.DATA_UNKNOWN_OP, f"op {op!r} is not one of c, r, u, d")
-    before = _image(payload.get("before"), table, "before")
-    after = _image(payload.get("after"), table, "after")
+    if not isinstance(op, str) or op not in OPS:
+        raise Bad(E.DATA_UNKNOWN_OP, f"op {_repr(op)} is not one of c, r, u, d, t")
+    ts = payload.get("ts_ms")
+    ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and -(2**63) <= ts < 2**63 else None
+    if op == "t":
+        return [CdcEvent(table.name, "t", (), None, None, ts, partition, offset)]
+    fields = _cached("v", schema, schema_text, _value_fields)
+    before = _image(payload.get("before"), table, fields, "before")
+    after = _image(payload.get("after"), table, fields, "after") if op != "d" else None
     if op in ("c", "r", "u") and after is None:
-        raise _Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
-    if after is not None and table.not_null:
-        nulls = [c for c in table.not_null if after[c] is None]
-        if nulls:  # only 'after': a delete's 'before' may carry the key alone (REPLICA IDENTITY DEFAULT)
-            raise _Bad(E.DATA_NULL, f"'after' image has NULL in not_null column(s) {nulls}")
+        raise Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
     if after is not None:
+        gone = [c for c in after.missing if c in table.not_null or c in table.primary_key]
+        if gone:
+            raise Bad(E.DATA_COLUMN_DROPPED, f"'after' image lacks not_null column(s) {gone}: dropped in the source?")
+        unavailable = set(after.unavailable)
+        if unavailable & set(table.primary_key):
+            raise Bad(E.DATA_TOAST_UNKNOWN, f"primary-key column(s) {sorted(unavailable & set(table.primary_key))} "
+                                            "sent as the unavailable-value placeholder")
+        nulls = [c for c in table.not_null if after.row[c] is None and c not in unavailable]
+        if nulls:  # only 'after': a delete's 'before' may carry the key alone (REPLICA IDENTITY DEFAULT)
+            raise Bad(E.DATA_NULL, f"'after' image has NULL in not_null column(s) {nulls}")
         for c, lo, hi in table.ranges:
-            v = after[c]
+            v = after.row[c]
             if v is not None and not lo <= v <= hi:
-                raise _Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
-    raw_key = None
-    if key is not None:
-        try:
-            raw_key = json.loads(key)
-        except (ValueError, UnicodeDecodeError):
-            raise _Bad(E.DATA_MISSING_KEY, "message key is not JSON") from None
-    ts = payload.get("ts_ms") if isinstance(payload.get("ts_ms"), int) else None
+                raise Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
+    message_key = _message_key(key, table)
     if op == "d":
-        k = _key(raw_key, [before], table)
-        return [CdcEvent(table.name, op, k, before, None, ts, partition, offset)]
-    if op == "u" and before is not None:
-        old_k = tuple(before[c] for c in table.primary_key)
-        new_k = tuple(after[c] for c in table.primary_key)
-        if old_k != new_k and None not in old_k:
-            # A primary-key change: delete the old row, then insert the new one.
-            return [CdcEvent(table.name, "d", old_k, before, None, ts, partition, offset),
-                    CdcEvent(table.name, "c", new_k, None, after, ts, partition, offset)]
-    # For c/r/u the after image is authoritative for the key (the message key may be stale
-    # only if the producer is broken; the row is what will be stored).
-    k = _key(None, [after], table) if after is not None else _key(raw_key, [before], table)
-    return [CdcEvent(table.name, op, k, before, after, ts, partition, offset)]
+        image_key = _image_key(before, table) if before is not None else None
+        if message_key is not None and image_key is not None and image_key != message_key:
+            raise Bad(E.DATA_KEY_MISMATCH, f"delete of key {_repr(message_key)} whose before image has key {_repr(image_key)}")
+        k = message_key if message_key is not None else image_key
+        if k is None:
+            raise Bad(E.DATA_MISSING_KEY, f"no primary key {list(table.primary_key)} in the message key or before image")
+        events = [CdcEvent(table.name, "d", k, before.row if before else None, None, ts, partition, offset)]
+    else:
+        image_key = _image_key(after, table)
+        if image_key is None:
+            raise Bad(E.DATA_MISSING_KEY, f"'after' image has a NULL primary key {list(table.primary_key)}")
+        if message_key is not None and image_key != message_key:
+            raise Bad(E.DATA_KEY_MISMATCH, f"message key {_repr(message_key)} but the after image has key {_repr(image_key)}")
+        unavailable = frozenset(after.unavailable)
+        old_key = _old_key_header(headers, table) if op == "c" else None
+        old = _image_key(before, table) if before is not None and op == "u" else None
+        if old is not None and old != image_key:
+            # A primary-key change inside one update: delete the old row, create the new one.
+            events = [CdcEvent(table.name, "d", old, before.row, None, ts, partition, offset),
+                      CdcEvent(table.name, "c", image_key, None, after.row, ts, partition, offset,
+                               unavailable, old)]
+        else:
+            events = [CdcEvent(table.name, op, image_key, before.row if before else None, after.row, ts,
+                               partition, offset, unavailable, old_key)]
+    if dropped is not None:
+        for img in (before, after):
+            if img is not None:
+                dropped.extend((table.name, c) for c in img.missing)
+    return events
+
+
+def _repr(v: Any, n: int = 80) -> str:
+    try:
+        r = repr(v)
+    except Exception:  # noqa: BLE001 - a reason must never raise
+        r = f"<{type(v).__name__}>"
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _text(b: Any) -> str | None:
+    """Raw key/value for the quarantine row: always valid UTF-8 text."""
+    if b is None:
+        return None
+    if isinstance(b, (bytes, bytearray, memoryview)):
+        return bytes(b).decode("utf-8", errors="replace")
+    s = b if isinstance(b, str) else _repr(b, 10_000)
+    return s.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
-    """Records are (topic, partition, offset, key, value); events come out in log order."""
+    """Records are (topic, partition, offset, key, value[, headers]); events come out in log order."""
     out = DecodedBatch(events={t.name: [] for t in cfg.tables}, rejected=[])
-    for topic, partition, offset, key, value in sorted(records, key=lambda r: (r[0], r[1], r[2])):
+    recs = list(records)
+    try:
+        recs.sort(key=lambda r: (r[0], r[1], r[2]))
+    except Exception:  # noqa: BLE001 - malformed coordinates: keep arrival order
+        pass
+    seen: set[tuple[str, str]] = set()
+    for rec in recs:
         out.records += 1
         try:
-            evs = decode_record(cfg, topic, partition, offset, key, value)
-        except _Bad as bad:
-            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code, bad.reason))
+            topic, partition, offset, key, value = (tuple(rec) + (None,) * 5)[:5]
+            headers = rec[5] if len(rec) > 5 else None
+        except Exception as e:  # noqa: BLE001 - not a record tuple at all
+            out.rejected.append(Rejected("", -1, -1, None, None, E.DATA_DECODER_ERROR,
+                                         _text(f"malformed record {_repr(rec)}: {_repr(e)}")))
+            continue
+        dropped: list[tuple[str, str]] = []
+        try:
+            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped)
+        except Bad as bad:
+            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code,
+                                         _text(bad.reason)))
+            continue
+        except Exception as e:  # noqa: BLE001 - one record never fails the batch
+            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), E.DATA_DECODER_ERROR,
+                                         _text(f"{type(e).__name__}: {_repr(e, 300)}")))
             continue
         if evs is None:
             out.tombstones += 1
             continue
         for ev in evs:
             out.events[ev.table].append(ev)
+        for tc in dropped:
+            if tc not in seen:
+                seen.add(tc)
+                out.schema_changes.append((*tc, "dropped"))
     return out
 
 

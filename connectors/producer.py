@@ -1,18 +1,26 @@
 """Writing Debezium-shaped change events to Kafka: file loads and seeded random update streams.
 
 Used by `ivmstream produce`, the demo, the tests and the benchmarks. Values are encoded the
-way connectors.debezium reads them back: dates as ISO text, timestamps as epoch
-milliseconds, decimals as numeric strings. The random stream keeps the set of live rows, so
-its updates and deletes always name existing keys, and is deterministic under its seed.
+way Debezium's PostgreSQL connector encodes them under the table's ``decimal_mode`` and
+``time_mode`` (connectors.debezium reads them back): precise decimals as base64 of the
+unscaled value at the declared scale, dates as int32 days, timestamps as epoch microseconds
+(adaptive) or milliseconds (connect), double NaN/infinities as strings. With
+``with_schema=True`` key and value carry a JsonConverter schema like Debezium's (Envelope
+version 2, named semantic types with their parameters). The random stream keeps the set of
+live rows, so its updates and deletes always name existing keys, and is deterministic under
+its seed.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
+import math
 import random
+import re
 import time
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, MAX_EMAX, MAX_PREC, MIN_EMIN
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,38 +29,173 @@ import pyarrow as pa
 from streaming_app.config import TableConfig
 
 _EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+_CTX = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, rounding=ROUND_HALF_UP)
+PREFIX = "ivmstream"  # topic.prefix in the schema names
+_TS_PER_S = {"adaptive": 10**6, "adaptive_time_microseconds": 10**6, "microseconds": 10**6,
+             "connect": 10**3, "nanoseconds": 10**9}
+_TS_NAME = {"adaptive": "io.debezium.time.MicroTimestamp", "adaptive_time_microseconds": "io.debezium.time.MicroTimestamp",
+            "microseconds": "io.debezium.time.MicroTimestamp", "connect": "org.apache.kafka.connect.data.Timestamp",
+            "nanoseconds": "io.debezium.time.NanoTimestamp", "isostring": "io.debezium.time.IsoTimestamp"}
 
 
-def json_value(v: Any) -> Any:
-    if isinstance(v, dt.datetime):
-        ts = v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)
-        return int((ts - _EPOCH_TS).total_seconds() * 1000)
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, Decimal):
-        return str(v)
+def _modes(table: TableConfig) -> tuple[str, str]:
+    return getattr(table, "decimal_mode", "precise"), getattr(table, "time_mode", "adaptive")
+
+
+def _as_decimal(v: Any, scale: int) -> Decimal:
+    """The value a numeric(p, scale) column stores for ``v`` (PostgreSQL rounds half away from zero)."""
+    d = v if isinstance(v, Decimal) else Decimal(repr(v)) if isinstance(v, float) else Decimal(str(v))
+    return d.quantize(Decimal(1).scaleb(-scale), context=_CTX) if d.is_finite() else d
+
+
+def _instant(v: Any) -> dt.datetime:
+    if isinstance(v, str):
+        v = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    if not isinstance(v, dt.datetime):  # a date: its midnight
+        v = dt.datetime(v.year, v.month, v.day)
+    return v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)  # wall clock encoded as if UTC
+
+
+def encode_value(v: Any, typ: str, decimal_mode: str = "precise", time_mode: str = "adaptive") -> Any:
+    """One column value as Debezium's JSON payload carries it for this type and these modes."""
+    if v is None:
+        return None
+    m = _DECIMAL.match(typ)
+    if m:
+        d = _as_decimal(v, int(m.group(2)))
+        if decimal_mode == "double":
+            f = float(d)
+            return f if math.isfinite(f) else ("NaN" if math.isnan(f) else "Infinity" if f > 0 else "-Infinity")
+        if decimal_mode == "string":
+            return {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY", "-Infinity": "NEGATIVE_INFINITY"}.get(str(d), str(d))
+        if not d.is_finite():
+            return None  # precise mode sends NaN as null
+        unscaled = int(d.scaleb(int(m.group(2)), context=_CTX))
+        return base64.b64encode(unscaled.to_bytes(unscaled.bit_length() // 8 + 1, "big", signed=True)).decode()
+    if typ == "date":
+        day = v if isinstance(v, dt.date) and not isinstance(v, dt.datetime) else (
+            v.date() if isinstance(v, dt.datetime) else dt.date.fromisoformat(str(v)))
+        return day.isoformat() if time_mode == "isostring" else (day - _EPOCH_DATE).days
+    if typ == "timestamp":
+        ts = _instant(v)
+        if time_mode == "isostring":
+            return ts.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        us = (ts - _EPOCH_TS) // dt.timedelta(microseconds=1)
+        per_s = _TS_PER_S[time_mode]
+        return us * per_s // 10**6 if per_s <= 10**6 else us * (per_s // 10**6)
+    if typ == "double":
+        f = float(v)
+        return f if math.isfinite(f) else ("NaN" if math.isnan(f) else "Infinity" if f > 0 else "-Infinity")
+    if typ in ("int", "long"):
+        return int(v)
     return v
+
+
+def field_schema(column: str, typ: str, optional: bool, decimal_mode: str = "precise",
+                 time_mode: str = "adaptive") -> dict:
+    """The JsonConverter field schema Debezium's PostgreSQL connector gives this column."""
+    f: dict[str, Any] = {}
+    m = _DECIMAL.match(typ)
+    if m:
+        if decimal_mode == "precise":
+            f = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+                 "parameters": {"scale": m.group(2), "connect.decimal.precision": m.group(1)}}
+        else:
+            f = {"type": "double" if decimal_mode == "double" else "string"}
+    elif typ == "date":
+        f = ({"type": "string", "name": "io.debezium.time.IsoDate", "version": 1} if time_mode == "isostring" else
+             {"type": "int32", "name": "org.apache.kafka.connect.data.Date" if time_mode == "connect"
+              else "io.debezium.time.Date", "version": 1})
+    elif typ == "timestamp":
+        f = {"type": "string" if time_mode == "isostring" else "int64", "name": _TS_NAME[time_mode], "version": 1}
+    else:
+        f = {"type": {"int": "int32", "long": "int64", "double": "double", "string": "string",
+                      "boolean": "boolean"}[typ]}
+    return {**f, "optional": optional, "field": column}
+
+
+def _row_fields(table: TableConfig, columns) -> list[dict]:
+    dm, tm = _modes(table)
+    required = set(table.primary_key) | set(table.not_null)
+    return [field_schema(c, table.type_of(c), c not in required, dm, tm) for c in columns]
+
+
+def _source_name(table: TableConfig) -> str:
+    return f"{PREFIX}.public.{table.source_table or table.name}"
+
+
+_SOURCE_FIELDS = [
+    {"type": "string", "optional": False, "field": "version"},
+    {"type": "string", "optional": False, "field": "connector"},
+    {"type": "string", "optional": False, "field": "name"},
+    {"type": "int64", "optional": False, "field": "ts_ms"},
+    {"type": "string", "optional": True, "name": "io.debezium.data.Enum", "version": 1,
+     "parameters": {"allowed": "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},
+     "default": "false", "field": "snapshot"},
+    {"type": "string", "optional": False, "field": "db"},
+    {"type": "string", "optional": True, "field": "sequence"},
+    {"type": "int64", "optional": True, "field": "ts_us"},
+    {"type": "int64", "optional": True, "field": "ts_ns"},
+    {"type": "string", "optional": False, "field": "schema"},
+    {"type": "string", "optional": False, "field": "table"},
+    {"type": "int64", "optional": True, "field": "txId"},
+    {"type": "int64", "optional": True, "field": "lsn"},
+    {"type": "int64", "optional": True, "field": "xmin"},
+]
+
+
+def envelope_schema(table: TableConfig) -> dict:
+    name = _source_name(table)
+    value = {"type": "struct", "fields": _row_fields(table, table.column_names), "optional": True, "name": f"{name}.Value"}
+    return {"type": "struct", "fields": [
+        {**value, "field": "before"}, {**value, "field": "after"},
+        {"type": "struct", "fields": _SOURCE_FIELDS, "optional": False,
+         "name": "io.debezium.connector.postgresql.Source", "field": "source"},
+        {"type": "struct", "fields": [{"type": "string", "optional": False, "field": "id"},
+                                      {"type": "int64", "optional": False, "field": "total_order"},
+                                      {"type": "int64", "optional": False, "field": "data_collection_order"}],
+         "optional": True, "name": "event.block", "version": 1, "field": "transaction"},
+        {"type": "string", "optional": False, "field": "op"},
+        {"type": "int64", "optional": True, "field": "ts_ms"},
+        {"type": "int64", "optional": True, "field": "ts_us"},
+        {"type": "int64", "optional": True, "field": "ts_ns"},
+    ], "optional": False, "name": f"{name}.Envelope", "version": 2}
+
+
+def key_schema(table: TableConfig) -> dict:
+    return {"type": "struct", "fields": _row_fields(table, table.primary_key), "optional": False,
+            "name": f"{_source_name(table)}.Key"}
 
 
 def row_json(table: TableConfig, row: dict | None) -> dict | None:
     if row is None:
         return None
-    return {c: json_value(row.get(c)) for c in table.column_names}
+    dm, tm = _modes(table)
+    return {c: encode_value(row.get(c), t, dm, tm) for c, t in table.columns}
+
+
+def _dumps(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def envelope(table: TableConfig, op: str, before: dict | None, after: dict | None,
              ts_ms: int | None = None, with_schema: bool = False) -> bytes:
-    payload = {
-        "before": row_json(table, before), "after": row_json(table, after), "op": op,
-        "ts_ms": ts_ms if ts_ms is not None else int(time.time() * 1000),
-        "source": {"connector": "ivmstream", "table": table.source_table or table.name},
-    }
-    doc = {"schema": {"type": "struct", "name": f"{table.name}.Envelope"}, "payload": payload} if with_schema else payload
-    return json.dumps(doc, separators=(",", ":")).encode()
+    ts_ms = ts_ms if ts_ms is not None else int(time.time() * 1000)
+    source = {"version": "3.3.1.Final", "connector": "postgresql", "name": PREFIX, "ts_ms": ts_ms,
+              "snapshot": "true" if op == "r" else "false", "db": "ivmstream", "sequence": None,
+              "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 10**6, "schema": "public",
+              "table": table.source_table or table.name, "txId": None, "lsn": None, "xmin": None}
+    payload = {"before": row_json(table, before), "after": row_json(table, after), "source": source,
+               "transaction": None, "op": op, "ts_ms": ts_ms, "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 10**6}
+    return _dumps({"schema": envelope_schema(table), "payload": payload} if with_schema else payload)
 
 
-def key_of(table: TableConfig, row: dict) -> bytes:
-    return json.dumps({k: json_value(row[k]) for k in table.primary_key}, separators=(",", ":")).encode()
+def key_of(table: TableConfig, row: dict, with_schema: bool = False) -> bytes:
+    dm, tm = _modes(table)
+    payload = {k: encode_value(row[k], table.type_of(k), dm, tm) for k in table.primary_key}
+    return _dumps({"schema": key_schema(table), "payload": payload} if with_schema else payload)
 
 
 class CdcProducer:
@@ -68,8 +211,8 @@ class CdcProducer:
     def send(self, table: TableConfig, op: str, before: dict | None, after: dict | None,
              with_schema: bool = False) -> None:
         row = after if after is not None else before
-        self._p.send(table.topic, key=key_of(table, row), value=envelope(table, op, before, after,
-                                                                         with_schema=with_schema))
+        self._p.send(table.topic, key=key_of(table, row, with_schema),
+                     value=envelope(table, op, before, after, with_schema=with_schema))
         self.sent += 1
 
     def send_raw(self, topic: str, key: bytes | None, value: bytes | None) -> None:
