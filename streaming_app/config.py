@@ -704,6 +704,22 @@ def _again(e: Exception, where: str) -> Exception:
     return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
 
 
+_CLAUSES = {"Where": "WHERE", "Group": "GROUP BY", "Having": "HAVING", "Order": "ORDER BY", "Limit": "LIMIT",
+            "From": "FROM", "Join": "JOIN", "Select": "SELECT"}
+
+
+def _parse_error_text(text: str) -> str:
+    """sqlglot's description of a parse error in the words of SQL, not of its classes."""
+    text = text.strip().splitlines()[0] if text.strip() else "cannot parse"
+    m = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>", text)
+    if m:
+        return f"incomplete {_CLAUSES.get(m.group(1), m.group(1))}"
+    text = re.sub(r"<Token token_type: TokenType\.SENTINEL[^>]*>", "the end of the query", text)
+    text = re.sub(r"<Token token_type: [^,]*, text: ([^,]*),[^>]*>", lambda t: repr(t.group(1)), text)
+    text = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", text)
+    return text[:1].lower() + text[1:]
+
+
 def sql_problem(sql: str) -> str | None:
     """Why ``sql`` is not one SELECT statement (a syntax error, several statements, another
     kind of statement), or None. Run before the sketch front end, whose parser reads a
@@ -726,8 +742,8 @@ def sql_problem(sql: str) -> str | None:
     except sqlglot.errors.ParseError as e:
         first = e.errors[0] if getattr(e, "errors", None) else {}
         at = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""
-        detail = first.get("description") or str(e).splitlines()[0]
-        return f"syntax error{at}: {detail}"
+        near = f" near {first['highlight']!r}" if first.get("highlight") else ""
+        return f"syntax error{at}{near}: {_parse_error_text(first.get('description') or str(e))}"
     except sqlglot.errors.SqlglotError as e:
         return f"syntax error: {str(e).splitlines()[0]}"
     finally:
@@ -768,12 +784,16 @@ def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, wher
     except IvmError as e:
         text = e.args[0] if e.args else ""
         prefix = f"sketch {name!r}: "
-        raise _again(type(e)(text[len(prefix):] if text.startswith(prefix) else text, code=e.code),
-                     where) from None
+        text = text[len(prefix):] if text.startswith(prefix) else text
+        if "[[sketches]]" in where:  # a config entry has no --partition flag
+            text = text.replace("refused --partition ", "refused partition ")
+        raise _again(type(e)(text, code=e.code), where) from None
 
 
 def load_config(path: str | Path) -> JobConfig:
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config {p} is a directory; give the TOML file")
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
     try:
