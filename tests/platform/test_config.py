@@ -71,3 +71,83 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
 def test_unknown_top_level_section():
     with pytest.raises(ConfigError, match="unknown key"):
         parse_config({"jobs": {}})
+
+
+MINIMAL = {"tables": [{"name": "t", "topic": "t", "primary_key": "k", "columns": {"k": "long"}}]}
+
+
+def test_spark_ui_listens_on_loopback_unless_the_config_says_otherwise():
+    from streaming_app.spark_session import ui_allowed
+
+    cfg = parse_config(MINIMAL)
+    assert cfg.spark.ui_host == "127.0.0.1"
+    anywhere = parse_config({**MINIMAL, "spark": {"ui_host": "0.0.0.0"}})
+    assert anywhere.spark.ui_host == "0.0.0.0"
+
+    def jvm(value):
+        return lambda: value
+
+    # a local JVM we launch gets SPARK_LOCAL_IP = ui_host: nothing to check
+    assert ui_allowed(cfg.spark, pinned=True, jvm_local_ip=jvm(None)) == (True, None)
+    # a running driver JVM (spark-submit): its SPARK_LOCAL_IP decides where the UI would listen
+    assert ui_allowed(cfg.spark, pinned=False, jvm_local_ip=jvm("127.0.0.1")) == (True, None)
+    on, note = ui_allowed(cfg.spark, pinned=False, jvm_local_ip=jvm(None))
+    assert not on and "every interface" in note and "SPARK_LOCAL_IP=127.0.0.1" in note
+    on, note = ui_allowed(cfg.spark, pinned=False, jvm_local_ip=jvm("10.1.2.3"))
+    assert not on and "10.1.2.3" in note
+    # the config opted in: no check
+    assert ui_allowed(anywhere.spark, pinned=False, jvm_local_ip=jvm(None)) == (True, None)
+
+
+def test_broker_stop_signals_only_our_broker(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from connectors.kafka_broker import EmbeddedBroker
+
+    b = EmbeddedBroker(tmp_path / "kafka")
+    b.home.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        b.pid_file.write_text(str(other.pid))
+        assert b.pid() is None  # alive, but not a Kafka JVM with this folder's config
+        assert b.stop() is False and other.poll() is None  # left alone
+        assert not b.pid_file.exists()
+        b.pid_file.write_text(str(other.pid))
+        note = b.check_pid_file()
+        assert f"pid {other.pid}" in note and "not this broker" in note and not b.pid_file.exists()
+    finally:
+        other.kill()
+        other.wait()
+    b.pid_file.write_text(str(other.pid))
+    assert "not running" in b.check_pid_file()
+
+    # a process that looks like our broker (Kafka's main class, this folder's config) is stopped
+    mimic = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka",
+                              str(b.config_file)])
+    try:
+        b.pid_file.write_text(str(mimic.pid))
+        assert b.pid() == mimic.pid and b.check_pid_file() is None
+        elsewhere = EmbeddedBroker(tmp_path / "elsewhere")  # another folder's pid file naming it
+        elsewhere.home.mkdir()
+        elsewhere.pid_file.write_text(str(mimic.pid))
+        assert elsewhere.pid() is None and elsewhere.stop() is False and mimic.poll() is None
+        t0 = time.monotonic()
+        assert b.stop(timeout_s=10) is True
+        assert mimic.wait(timeout=10) is not None and time.monotonic() - t0 < 10
+        assert not b.pid_file.exists()
+    finally:
+        mimic.kill()
+        mimic.wait()
+
+
+def test_broker_retention_is_bounded(tmp_path):
+    from connectors.kafka_broker import RETENTION_BYTES, EmbeddedBroker
+
+    b = EmbeddedBroker(tmp_path)
+    b._write_config(controller_port=1)
+    props = dict(line.split("=", 1) for line in b.config_file.read_text().splitlines())
+    assert props["log.retention.hours"] == "168"
+    assert int(props["log.retention.bytes"]) == RETENTION_BYTES >= 1 << 30
+    assert int(props["log.segment.bytes"]) < RETENTION_BYTES
