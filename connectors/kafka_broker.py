@@ -311,6 +311,20 @@ def _tail(path: Path, n: int = 30) -> str:
         return ""
 
 
+def unreachable(bootstrap: str, timeout_s: float = 3.0) -> str | None:
+    """Why no server of ``bootstrap`` (host:port,...) accepts a TCP connection, or None if one
+    does. A probe of a second or so, where the Kafka client would retry for 30 s."""
+    reasons = []
+    for part in bootstrap.split(","):
+        host, _, port = part.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return None
+        except (OSError, ValueError) as e:
+            reasons.append(f"{part.strip()}: {getattr(e, 'strerror', None) or e}")
+    return "; ".join(reasons)
+
+
 def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
     """Create the topics that do not exist yet (idempotent)."""
     from kafka import KafkaAdminClient

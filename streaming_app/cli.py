@@ -149,8 +149,12 @@ def cmd_produce(args) -> int:
     elif not args.edges_workload and args.seed_file:
         _readable(args.seed_file, "--seed-file")
         live = _read(lambda: conform(table, read_rows(args.seed_file)), args.seed_file)
-    from connectors.kafka_broker import create_topics
+    from connectors.kafka_broker import BrokerError, create_topics, unreachable
 
+    why = unreachable(cfg.kafka.bootstrap_servers)
+    if why:
+        raise BrokerError(f"no Kafka broker answers at {cfg.kafka.bootstrap_servers} ({why}); start one with "
+                          "`ivmstream broker start` or give --bootstrap-servers")
     create_topics(cfg.kafka.bootstrap_servers, [table.topic])
     prod = CdcProducer(cfg.kafka.bootstrap_servers)
     if args.edges_workload:

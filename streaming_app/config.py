@@ -528,10 +528,7 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
                                         DECIMAL_MODES, w, "decimal_handling_mode")
     kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
                                       TIME_MODES, w, "time_precision_mode")
-    props = raw.get("properties", {})
-    if not isinstance(props, dict):
-        raise ConfigError(f"{w}: properties must be a table of connector property = value")
-    kw["extra"] = tuple((str(k), str(v).lower() if isinstance(v, bool) else str(v)) for k, v in props.items())
+    kw["extra"] = _want_options(raw.get("properties", {}), w, "properties")
     return DebeziumConfig(**kw)
 
 
@@ -797,9 +794,13 @@ def load_config(path: str | Path) -> JobConfig:
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
     try:
-        data = tomllib.loads(p.read_text())
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p} cannot be read: {e.strerror}") from None
     return parse_config(data, p.resolve())
 
 

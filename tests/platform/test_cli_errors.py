@@ -249,6 +249,7 @@ CONFIG_CASES = [
     ("options nested", _set("kafka.options", {"a": [1]}), "IVM100", "options", None),
     ("lake_root empty", _set("job.lake_root", ""), "IVM100", "lake_root", None),
     ("debezium port 0", _set("debezium", {"port": 0}), "IVM100", "port", None),
+    ("debezium properties nested", _set("debezium", {"properties": {"a": [1]}}), "IVM100", "properties", None),
     ("not TOML", "[job\nname = 1\n", "IVM100", "not valid TOML", None),
 ]
 
@@ -389,6 +390,9 @@ FLAG_CASES = [
      "IVM100", "only .csv"),
     ("produce --file bad parquet", ["produce", "--config", "{cfg}", "--table", "orders", "--file", "{parquet}"],
      "IVM100", "cannot be loaded"),
+    ("produce, no broker at bootstrap", ["produce", "--config", "{cfg}", "--table", "orders", "--file", "{goodcsv}"],
+     "IVM500", "no Kafka broker answers at 127.0.0.1:1"),
+    ("run config not UTF-8", ["run", "--config", "{latin1}"], "IVM100", "not UTF-8"),
     ("produce --file csv lacks columns", ["produce", "--config", "{cfg}", "--table", "orders", "--file", "{csv}"],
      "IVM100", "lacks column"),
     ("produce --file edges missing", ["produce", "--config", "{cfg}", "--table", "edges", "--file",
@@ -491,7 +495,9 @@ def _argv(argv: list[str], tmp_path: Path) -> list[str]:
     bad.write_text(BASE_TEXT.replace("ui = false", 'ui = "false"'))
     subs = {"{cfg}": str(cfg), "{tmp}": str(tmp_path), "{sql}": GOOD_SQL, "{badcfg}": str(bad),
             "{json}": _file(tmp_path, "rows.json", "{}"), "{parquet}": _file(tmp_path, "rows.parquet", b"not parquet"),
-            "{csv}": _file(tmp_path, "rows.csv", "a,b\n1,2\n")}
+            "{csv}": _file(tmp_path, "rows.csv", "a,b\n1,2\n"),
+            "{goodcsv}": _file(tmp_path, "orders.csv", "o_orderkey,o_custkey,o_totalprice\n1,2,3.50\n"),
+            "{latin1}": _file(tmp_path, "latin1.toml", "[job]\nname = \"caf\xe9\"\n".encode("latin-1"))}
     out = []
     for a in argv:
         for k, v in subs.items():
