@@ -717,7 +717,7 @@ def _parse_error_text(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-def sql_problem(sql: str) -> str | None:
+def sql_problem(sql: str, dialect: str = "postgres") -> str | None:
     """Why ``sql`` is not one SELECT statement (a syntax error, several statements, another
     kind of statement), or None. Run before the sketch front end, whose parser reads a
     misspelt keyword as an expression ('SELEC * FRM t' parses as an alias)."""
@@ -735,7 +735,7 @@ def sql_problem(sql: str) -> str | None:
     level = log.level
     log.setLevel(logging.CRITICAL)  # its warnings would add lines to a one-line error
     try:
-        trees = [t for t in sqlglot.parse(text, read="postgres") if t is not None]
+        trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
     except sqlglot.errors.ParseError as e:
         first = e.errors[0] if getattr(e, "errors", None) else {}
         at = f" at line {first.get('line')}, column {first.get('col')}" if first.get("line") else ""

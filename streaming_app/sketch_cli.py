@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 
-from operators.errors import ConfigError
-from streaming_app.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, check_sketch_sql, load_config
+from operators.errors import ConfigError, SqlError
+from streaming_app.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, check_sketch_sql, load_config, sql_problem
 
 
 def _cfg(args):
@@ -272,7 +272,16 @@ def cmd_query(args) -> int:
     from streaming_app.sketch_query import run_query
 
     cfg = _cfg(args)
-    out = run_query(_spark(cfg), cfg, args.sql, args.use_sketch, args.form)
+    why = sql_problem(args.sql, dialect="spark")  # Spark SQL, not only what the sketch engine reads
+    if why:
+        raise SqlError(f"--sql: {why}")
+    spark = _spark(cfg)
+    from pyspark.errors import AnalysisException
+
+    try:
+        out = run_query(spark, cfg, args.sql, args.use_sketch, args.form)
+    except AnalysisException as e:  # unknown table or column, types: Spark's reason, one line
+        raise SqlError(f"--sql: {' '.join(str(e).split())[:500]}") from None
     p = out["plain"]
     print(f"without sketch: {_scan_line(p)}")
     if "sketch" in out:

@@ -482,6 +482,9 @@ FLAG_CASES = [
      "--show-rows"),
     ("query --use-sketch ../x", ["query", "--config", "{cfg}", "--sql", "{sql}", "--use-sketch", "../x"],
      "IVM100", "--use-sketch"),
+    ("query sql syntax", ["query", "--config", "{cfg}", "--sql", "SELECT FROM WHERE"], "IVM200", "syntax"),
+    ("query SELEC FRM", ["query", "--config", "{cfg}", "--sql", "SELEC * FRM lineitem"], "IVM200", "SELECT"),
+    ("query DELETE", ["query", "--config", "{cfg}", "--sql", "DELETE FROM lineitem"], "IVM200", "not a query"),
     ("query --form bogus", ["query", "--config", "{cfg}", "--sql", "{sql}", "--form", "bogus"], "IVM100",
      "invalid choice"),
 ]
