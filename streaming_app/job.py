@@ -30,7 +30,8 @@ from typing import Callable, Protocol
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from connectors.debezium import DecodedBatch, decode_batch, net_changes
+from connectors.debezium import DecodedBatch, Rejected, decode_batch
+from connectors.mirror_plan import plan_table
 from streaming_app.config import JobConfig, env
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
@@ -39,6 +40,8 @@ BATCHES_DDL = ("job STRING, app_id STRING, batch_id BIGINT, started_at TIMESTAMP
                "kafka_offsets STRING, mirror_versions MAP<STRING, BIGINT>, records_in BIGINT, "
                "events BIGINT, keys_changed BIGINT, quarantined BIGINT, tombstones BIGINT, "
                "step_ms MAP<STRING, DOUBLE>, metrics STRING")
+SCHEMA_CHANGES_DDL = ("job STRING, `table` STRING, `column` STRING, change STRING, batch_id BIGINT, "
+                      "topic STRING, `partition` INT, `offset` BIGINT, detected_at TIMESTAMP")
 
 
 @dataclass
@@ -88,6 +91,7 @@ class IngestJob:
         self.last_done: int | None = None  # loaded at the first batch, once app_id is known
         self.versions: dict[str, int] = {}
         self.totals = {"batches": 0, "records": 0, "events": 0, "quarantined": 0, "tombstones": 0}
+        self.schema_changes_seen: set[tuple[str, str, str]] | None = None  # (table, column, change)
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -97,6 +101,7 @@ class IngestJob:
             self.versions.setdefault(t.name, sink.latest_version(spark, path))
         sink.ensure_table(spark, self.lake.output("quarantine"), QUARANTINE_DDL)
         sink.ensure_table(spark, self.lake.output("batches"), BATCHES_DDL)
+        sink.ensure_table(spark, self.lake.output("schema_changes"), SCHEMA_CHANGES_DDL)
         for m in self.maintainers:
             m.setup(spark, self)
 
@@ -130,30 +135,46 @@ class IngestJob:
         started = sink.utcnow()
         steps: dict[str, float] = {}
         t = time.perf_counter()
-        arrow = batch_df.select("topic", "partition", "offset", "key", "value").toArrow()
+        arrow = batch_df.select("topic", "partition", "offset", "key", "value", "headers").toArrow()
         steps["collect"] = _ms(t)
         _fault("collect", batch_id)
 
         t = time.perf_counter()
-        decoded = decode_batch(self.cfg, zip(*(arrow.column(c).to_pylist()
-                                               for c in ("topic", "partition", "offset", "key", "value"))))
+        cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
+        headers = [[(h["key"], h["value"]) for h in hs] if hs else None
+                   for hs in arrow.column("headers").to_pylist()]
+        decoded = decode_batch(self.cfg, zip(*cols, headers))
         steps["decode"] = _ms(t)
         ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
 
         t = time.perf_counter()
         keys_changed = 0
+        raw = None  # (topic, partition, offset) -> (key, value), built only if a plan rejects
         for table in self.cfg.tables:
             events = decoded.events.get(table.name) or []
             if not events:
                 continue
-            final = net_changes(events)
-            keys_changed += len(final)
             path = self.lake.mirror(table.name)
-            sink.merge_mirror(spark, path, table, sink.mirror_changes_frame(table, final), ctx.app_id, batch_id)
-            ctx.previous_versions[table.name] = self.versions.get(table.name, 0)
+            before = self.versions.get(table.name, 0)
+            plan = plan_table(events, lambda keys: sink.lookup_rows(spark, path, table, before, keys))
+            if plan.rejected:
+                raw = raw or {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)}
+                ctx.rejected.extend(_rejection(table.topic, raw, ev, code, reason)
+                                    for ev, code, reason in plan.rejected)
+            if not plan.final and not plan.truncate:
+                continue
+            keys_changed += len(plan.final)
+            _fault(f"mirror.begin.{table.name}", batch_id)
+            sink.merge_mirror(spark, path, table, sink.mirror_changes_frame(table, plan.final), ctx.app_id,
+                              batch_id, truncate=plan.truncate)
+            ctx.previous_versions[table.name] = before
             ctx.changed_tables[table.name] = sink.latest_version(spark, path)
+            if plan.truncate or plan.toast_filled:
+                ctx.metrics.setdefault("mirror", {})[table.name] = {
+                    "truncated": plan.truncate, "toast_values_kept": plan.toast_filled}
             _fault(f"mirror.{table.name}", batch_id)
         steps["mirror"] = _ms(t)
+        self._record_schema_changes(spark, decoded, ctx)
         ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
 
         ctx.step_ms = steps
@@ -166,6 +187,7 @@ class IngestJob:
         t = time.perf_counter()
         rejected = list(decoded.rejected) + list(ctx.rejected)
         if rejected:
+            _fault("quarantine.begin", batch_id)
             sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
                         ctx.app_id, batch_id)
         steps["quarantine"] = _ms(t)
@@ -180,6 +202,7 @@ class IngestJob:
             "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
         }
         t = time.perf_counter()
+        _fault("batch_record.begin", batch_id)
         sink.append(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
         steps["batch_record"] = _ms(t)
         _fault("batch_record", batch_id)
@@ -191,6 +214,41 @@ class IngestJob:
             self.totals[k] += 1 if key is None else row[key]
         if self.on_batch:
             self.on_batch({**row, "step_ms": dict(steps)})
+
+    def _record_schema_changes(self, spark, decoded: DecodedBatch, ctx: BatchContext) -> None:
+        """Note each column the source dropped once in ``schema_changes`` (idempotent on the batch)."""
+        changes = list(getattr(decoded, "schema_changes", None) or [])
+        if not changes:
+            return
+        path = self.lake.output("schema_changes")
+        if self.schema_changes_seen is None:
+            rows = spark.read.format("delta").load(path).select("table", "column", "change").collect()
+            self.schema_changes_seen = {(r["table"], r["column"], r["change"]) for r in rows}
+        new = []
+        for ch in changes:
+            table, column, change = ch[:3]
+            if (table, column, change) not in self.schema_changes_seen:
+                self.schema_changes_seen.add((table, column, change))
+                new.append((table, column, change))
+        if not new:
+            return
+        now = sink.utcnow()
+        topics = {t.name: t.topic for t in self.cfg.tables}
+        data = pa.table({
+            "job": pa.array([self.cfg.name] * len(new), pa.string()),
+            "table": pa.array([n[0] for n in new], pa.string()),
+            "column": pa.array([n[1] for n in new], pa.string()),
+            "change": pa.array([n[2] for n in new], pa.string()),
+            "batch_id": pa.array([ctx.batch_id] * len(new), pa.int64()),
+            "topic": pa.array([topics.get(n[0]) for n in new], pa.string()),
+            "partition": pa.array([None] * len(new), pa.int32()),
+            "offset": pa.array([None] * len(new), pa.int64()),
+            "detected_at": pa.array([now] * len(new), pa.timestamp("us", tz="UTC")),
+        })
+        sink.append_small(spark, path, data, ctx.app_id, ctx.batch_id)
+        for table, column, change in new:
+            print(f"[{self.cfg.name}] {table}: column {column!r} {change} in the source; "
+                  "it reads as NULL from now on (recorded in schema_changes)", flush=True)
 
     def _quarantine_rows(self, rs: list, batch_id: int) -> pa.Table:
         now = sink.utcnow()
@@ -214,6 +272,7 @@ class IngestJob:
         self.setup()
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", cfg.kafka.bootstrap_servers)
+                  .option("includeHeaders", "true")
                   .option("subscribe", ",".join(cfg.topics))
                   .option("startingOffsets", cfg.kafka.starting_offsets)
                   .option("maxOffsetsPerTrigger", str(cfg.kafka.max_offsets_per_trigger)))
@@ -231,12 +290,36 @@ class IngestJob:
         return query
 
 
+def _rejection(topic: str, raw: dict, ev, code: str, reason: str) -> Rejected:
+    key, value = raw.get((topic, ev.partition, ev.offset), (None, None))
+    text = (lambda b: b if b is None or isinstance(b, str) else b.decode("utf-8", errors="replace"))
+    return Rejected(topic, ev.partition, ev.offset, text(key), text(value), code, reason)
+
+
 def _fault(step: str, batch_id: int) -> None:
-    """SIGKILL this process at ``step`` of ``batch_id`` when IVMSTREAM_KILL_AT names it."""
+    """SIGKILL this process at ``step`` of ``batch_id`` when IVMSTREAM_KILL_AT names it.
+
+    ``<step>:<batch>`` kills on reaching the step; ``<step>:<batch>@<ms>`` arms a timer there
+    that kills ``ms`` milliseconds later, wherever the process is then (inside the Delta
+    commit or Spark job that follows the step, for the kill campaign)."""
     spec = env("kill_at")
-    if spec and spec == f"{step}:{batch_id}":
+    if not spec:
+        return
+    point, _, delay = spec.partition("@")
+    if point != f"{step}:{batch_id}":
+        return
+    if not delay:
         print(f"fault injection: SIGKILL at {spec}", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+    print(f"fault injection: SIGKILL armed at {spec}", flush=True)
+
+    def fire() -> None:
+        print(f"fault injection: SIGKILL at {spec}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    timer = threading.Timer(float(delay) / 1000.0, fire)
+    timer.daemon = True
+    timer.start()
 
 
 def _ms(t0: float) -> float:

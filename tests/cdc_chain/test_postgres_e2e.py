@@ -11,9 +11,7 @@ the triangle count equals networkx on PostgreSQL's edge table.
 from __future__ import annotations
 
 import collections
-import datetime as dt
 import json
-import math
 import time
 
 import networkx as nx
@@ -26,7 +24,7 @@ from operators.sketch_reference import reference_sketch
 from streaming_app.config import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketch_maintainer import bits_to_ids
-from tests.cdc_chain.pg_workload import SKETCH_SQL, TABLES, Workload, job_tables
+from streaming_app.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches, pg_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -74,43 +72,13 @@ def _wait_for_markers(bootstrap, cfg, timeout_s=180):
     assert not pending, f"no marker on {pending} after {timeout_s}s"
 
 
-def _pg_rows(pg, database, table):
-    cols = list(TABLES[table][1])
-    present = [r[0] for r in pg.query(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,), database=database)]
-    cols = [c for c in cols if c in present]
-    rows = pg.query(f"SELECT {', '.join(cols)} FROM {table}", database=database)
-    return cols, [dict(zip(cols, r)) for r in rows]
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or a == b
-    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
-        # a timestamp without zone is stored as the same wall clock read as UTC
-        if a.tzinfo is None:
-            b = b.astimezone(dt.timezone.utc).replace(tzinfo=None) if b.tzinfo else b
-        elif b.tzinfo is None:
-            b = b.replace(tzinfo=dt.timezone.utc)
-        return a == b
-    return a == b
-
-
 def _compare(spark, cfg, pg, database, table):
-    cols, want = _pg_rows(pg, database, table)
-    pk = TABLES[table][0]
-    got = (spark.read.format("delta").load(str(cfg.lake_root / "mirrors" / table))
-           .select(*[f"`{c}`" for c in cols]).toArrow().to_pylist())
-    key = lambda r: tuple(r[k] for k in pk)  # noqa: E731
-    got_by, want_by = {key(r): r for r in got}, {key(r): r for r in want}
-    assert len(got_by) == len(got), f"{table}: duplicate keys in the mirror"
-    assert set(got_by) == set(want_by), (
-        f"{table}: keys only in the mirror {sorted(set(got_by) - set(want_by))[:5]}, "
-        f"only in PostgreSQL {sorted(set(want_by) - set(got_by))[:5]}")
-    mismatches = [(k, c, got_by[k][c], want_by[k][c]) for k in want_by for c in cols
-                  if not _same(want_by[k][c], got_by[k][c])]
-    assert not mismatches, f"{table}: {len(mismatches)} values differ, e.g. {mismatches[:3]}"
-    return len(want), len(want) * len(cols)
+    cols = list(TABLES[table][1])
+    mirror = (spark.read.format("delta").load(str(cfg.lake_root / "mirrors" / table))
+              .select(*[f"`{c}`" for c in cols]).toArrow().to_pylist())
+    rows, values, bad = mirror_mismatches(pg, database, table, mirror)
+    assert not bad, f"{table}: {len(bad)} differences with PostgreSQL, e.g. {bad[:3]}"
+    return rows, values
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +119,15 @@ def test_mirrors_sketch_and_triangles_equal_postgres(chain, postgres, spark, pre
     sc = spark.read.format("delta").load(str(cfg.lake_root / "schema_changes")).collect()
     assert [(r.table, r.column, r.change) for r in sc] == [("accounts", "legacy", "dropped")]
 
+    # the history really exercised TOAST placeholders and the truncate (the batches say so)
+    mirror_metrics = [json.loads(b.metrics).get("mirror", {})
+                      for b in spark.read.format("delta").load(str(cfg.lake_root / "batches")).collect()]
+    kept = sum(m.get("accounts", {}).get("toast_values_kept", 0) for m in mirror_metrics)
+    assert kept >= 5, (kept, steps)
+    assert any(m.get("lines", {}).get("truncated") for m in mirror_metrics)
+
     # sketch == a recapture from PostgreSQL's own rows (the truncate of lines included)
-    _, lines = _pg_rows(postgres, database, "lines")
+    _, lines = pg_rows(postgres, database, "lines")
     data = {"lines": pa.Table.from_pylist(lines)}
     reg = spark.read.format("delta").load(str(cfg.lake_root / "registered_queries")).first()
     part = {"lines": RangePartition("order_id", json.loads(reg.boundaries)["values"])}
@@ -172,4 +147,4 @@ def test_mirrors_sketch_and_triangles_equal_postgres(chain, postgres, spark, pre
         print(f"\n[pg chain {prefix}: decimal={MODES[prefix][0]} time={MODES[prefix][1]}] "
               f"{res.totals['records']} records in {res.totals['batches']} batches; history {steps}; "
               f"{rows} rows / {values} values compared with PostgreSQL, 0 mismatches; "
-              f"quarantined {dict(codes)}; triangles {counts[-1].triangles}; sketch {want}")
+              f"TOASTed values kept {kept}; quarantined {dict(codes)}; triangles {counts[-1].triangles}; sketch {want}")

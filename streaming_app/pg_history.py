@@ -1,4 +1,4 @@
-"""A seeded change history run in a real PostgreSQL database, for the real-chain tests.
+"""A seeded change history run in a real PostgreSQL database: `demo --source postgres` and tests.
 
 Three tables cover what Debezium encodes differently: ``accounts`` (numeric(15,2) and
 numeric(38,10), integer, double precision, text stored out of line (TOAST), date, timestamp,
@@ -6,13 +6,14 @@ timestamptz, boolean, and a nullable column dropped mid-stream), ``lines`` (comp
 key, truncated mid-stream), and ``edges`` (a graph for the triangle count). The history
 holds inserts, updates, updates that leave the TOASTed text alone, primary-key changes
 (some of rows with TOASTed text), deletes, TRUNCATE, ADD COLUMN, DROP COLUMN, and a row set
-to infinity / NaN and later back to finite values. The database is the oracle: tests read
-its final tables and compare.
+to infinity / NaN and later back to finite values. The database is the oracle: the demo and
+the tests read its final tables and compare them with the mirrors (``mirror_mismatches``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
 from decimal import Decimal
 
@@ -186,3 +187,42 @@ class Workload:
         self.churn(40)
         self.markers()
         return dict(self.steps)
+
+
+# -- comparing a mirror with its PostgreSQL table -------------------------------------------
+def pg_rows(pg, database: str, table: str) -> tuple[list[str], list[dict]]:
+    """The declared columns the table still has, and its rows."""
+    present = {r[0] for r in pg.query("SELECT column_name FROM information_schema.columns "
+                                      "WHERE table_schema = 'public' AND table_name = %s", (table,),
+                                      database=database)}
+    cols = [c for c in TABLES[table][1] if c in present]
+    return cols, [dict(zip(cols, r)) for r in pg.query(f"SELECT {', '.join(cols)} FROM {table}", database=database)]
+
+
+def same_value(want, got) -> bool:
+    """PostgreSQL's value equals the mirror's: NaN equals NaN; a timestamp without zone is kept
+    as the same wall clock read as UTC."""
+    if isinstance(want, float) and isinstance(got, float):
+        return (math.isnan(want) and math.isnan(got)) or want == got
+    if isinstance(want, dt.datetime) and isinstance(got, dt.datetime):
+        if want.tzinfo is None and got.tzinfo is not None:
+            got = got.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        elif want.tzinfo is not None and got.tzinfo is None:
+            got = got.replace(tzinfo=dt.timezone.utc)
+    return want == got
+
+
+def mirror_mismatches(pg, database: str, table: str, mirror: list[dict]) -> tuple[int, int, list]:
+    """(rows compared, values compared, mismatches) of a mirror's rows against the table."""
+    cols, want = pg_rows(pg, database, table)
+    pk = TABLES[table][0]
+    got_by = {tuple(r[k] for k in pk): r for r in mirror}
+    want_by = {tuple(r[k] for k in pk): r for r in want}
+    bad: list = []
+    if len(got_by) != len(mirror):
+        bad.append(("duplicate keys in the mirror", len(mirror) - len(got_by)))
+    bad += [("only in the mirror", k) for k in sorted(set(got_by) - set(want_by), key=repr)]
+    bad += [("only in PostgreSQL", k) for k in sorted(set(want_by) - set(got_by), key=repr)]
+    bad += [(k, c, want_by[k][c], got_by[k][c]) for k in want_by if k in got_by for c in cols
+            if not same_value(want_by[k][c], got_by[k][c])]
+    return len(want), len(want) * len(cols), bad
