@@ -107,7 +107,9 @@ def _want_int(v: Any, w: str, key: str, lo: int, hi: int | None = None) -> int:
 
 
 def _want_number(v: Any, w: str, key: str, lo: float, hi: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+    # an int is compared as is: math.isfinite would overflow on TOML's unbounded integers
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
+            or not lo <= v <= hi):
         raise ConfigError(f"{w}: {key} must be a finite number in [{lo:g}, {hi:g}], got {_shown(v)}")
     return float(v)
 
@@ -574,7 +576,8 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
         if types[c] not in ("int", "long", "double") and not _DECIMAL.match(types[c]):
             raise ConfigError(f"{w}: ranges: column {c!r} is {types[c]}; ranges apply to numeric columns")
         ok = (isinstance(r, list) and len(r) == 2
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) for x in r)
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+                      and (isinstance(x, float) or abs(x) <= 10**38) for x in r)  # no NaN; ints a decimal(38) holds
               and r[0] <= r[1])
         if not ok:
             raise ConfigError(f"{w}: ranges: {c!r} must be [min, max] with min <= max, got {r!r}")
