@@ -178,7 +178,7 @@ class Engine:
         for e in tuple(nd.s_by_j.get(r[0], ())):
             out = spec.combine(e, r)
             if out is not None:
-                self._derive(n, out, pv & nd.s.get(e), (e, r))
+                self._derive(n, out, pv, nd.s.get(e), (e, r))
 
     def _fix_retract(self, nd: _Node, old) -> None:
         """AggSel beat ``old``: drop it from the Fixpoint and the join (it stays in AggSel's h)."""
@@ -211,13 +211,18 @@ class Engine:
         for r in tuple(nd.r_by_key.get(j, ())):
             out = self.spec.combine(e, r)
             if out is not None:
-                self._derive(n, out, pv & nd.fix.get(r), (e, r))
+                self._derive(n, out, pv, nd.fix.get(r), (e, r))
 
     # -- MinShip ---------------------------------------------------------------------------------
-    def _derive(self, src, out, pv, pair) -> None:
+    def _derive(self, src, out, a, b, pair) -> None:
+        """Join output ``out`` with provenance ``a ∧ b`` (computed only if someone needs it)."""
         self.stats["derivations"] += 1
         dst = self.node_of(out[0])
-        self._ship(src, dst, self.channel(src, dst), out, pv, pair)
+        ch = self.channel(src, dst)
+        if ch.agg is None and self.ship == "lazy":
+            self._ship_lazy(src, dst, ch, out, None, a, b, pair)
+            return
+        self._ship(src, dst, ch, out, a & b, pair)
 
     def _ship(self, src, dst, ch: _Channel, t, pv, pair) -> None:
         if ch.agg is not None and ch.agg.insert(t, pv) is None:
@@ -227,7 +232,7 @@ class Engine:
             self._emit(src, dst, "rins", t, pv)
             return
         if self.ship == "lazy":
-            self._ship_lazy(src, dst, ch, t, pv, pair)
+            self._ship_lazy(src, dst, ch, t, pv, None, None, pair)
             return
         old = ch.sent.get(t)
         if old is None:
@@ -241,7 +246,7 @@ class Engine:
             if self.ship == "eager" and self.flush_every and len(ch.buf) >= self.flush_every:
                 self._flush(src, dst, ch)
 
-    def _ship_lazy(self, src, dst, ch: _Channel, t, pv, pair) -> None:
+    def _ship_lazy(self, src, dst, ch: _Channel, t, pv, a, b, pair) -> None:
         """Lazy MinShip: ship one witness of the first derivation; remember the join pair, not its formula.
 
         Buffering the alternatives' formulas (P_ins = OR of every later derivation) is what blew
@@ -255,7 +260,7 @@ class Engine:
         if t in ch.sent:
             self.stats["buffered"] += 1
             return
-        w = self.prov.witness(pv)
+        w = self.prov.witness(pv if pv is not None else a & b)
         ch.sent.put(t, w)
         self._emit(src, dst, "rins", t, w)
 

@@ -53,6 +53,7 @@ class Provenance:
         self.labels: dict[str, str] = {}
         self.next_var = 0
         self._gc_at = 200_000
+        self._support: dict = {}  # BDD node -> its variables; node ids are stable until a GC
 
     # -- variables -------------------------------------------------------------------------
     def fresh(self, label: str) -> str:
@@ -102,10 +103,13 @@ class Provenance:
                 u = hi
         if u != 1:
             raise InvariantError("Provenance.witness: formula is false")
-        return self.conj(names)
+        return self.bdd.cube({n: True for n in names}) if names else self.true
 
-    def support(self, f) -> set[str]:
-        return self.bdd.support(f)
+    def support(self, f) -> frozenset:
+        s = self._support.get(f.node)
+        if s is None:
+            s = self._support[f.node] = frozenset(self.bdd.support(f))
+        return s
 
     def nbytes(self, f) -> int:
         """Size of ``f`` serialised as a node list (what shipping it would cost)."""
@@ -113,6 +117,7 @@ class Provenance:
 
     def maybe_gc(self) -> None:
         if len(self.bdd) > self._gc_at:
+            self._support.clear()
             self.bdd.collect_garbage()
             self._gc_at = max(200_000, 2 * len(self.bdd))
 

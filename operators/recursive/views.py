@@ -59,8 +59,26 @@ def _sp_combine(e, r):
     return (x, r[1], e[2] + r[2], (x,) + vec)
 
 
+class _PathOrder:
+    """A path vector compared as ``tuple(_vkey(v) for v in vec)``, built only on a tie (rank is hot)."""
+
+    __slots__ = ("vec",)
+
+    def __init__(self, vec) -> None:
+        self.vec = vec
+
+    def _key(self):
+        return tuple(_vkey(v) for v in self.vec)
+
+    def __lt__(self, other) -> bool:
+        return self._key() < other._key()
+
+    def __eq__(self, other) -> bool:
+        return self.vec == other.vec
+
+
 def HOPS_RANK(r):
-    return (len(r[3]), r[2], tuple(_vkey(v) for v in r[3]))
+    return (len(r[3]), r[2], _PathOrder(r[3]))
 
 
 SHORTEST = Spec(
@@ -69,7 +87,7 @@ SHORTEST = Spec(
     o=lambda e: e[0],
     combine=_sp_combine,
     group=lambda r: (r[0], r[1]),
-    rank=lambda r: (r[2], len(r[3]), tuple(_vkey(v) for v in r[3])),
+    rank=lambda r: (r[2], len(r[3]), _PathOrder(r[3])),
 )
 
 
