@@ -746,6 +746,8 @@ def sql_problem(sql: str, dialect: str = "postgres") -> str | None:
         return f"syntax error{at}{near}: {_parse_error_text(first.get('description') or str(e))}"
     except sqlglot.errors.SqlglotError as e:
         return f"syntax error: {str(e).splitlines()[0]}"
+    except RecursionError:
+        return "nested too deeply to parse (parentheses or subqueries)"
     finally:
         log.setLevel(level)
     if len(trees) != 1:
@@ -781,6 +783,9 @@ def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, wher
             check_safe(cfg, name, sql, partitions)
         else:
             SketchMaintainer.from_sql(sql, {}).prepare({t.name: t.column_names for t in cfg.tables})
+    except RecursionError:  # the engine walks expression trees recursively, as the job would
+        raise SqlError(f"{where}: the query is nested too deeply for the sketch engine (a long AND/OR "
+                       "chain or deep parentheses); write it with IN (...) or split it") from None
     except IvmError as e:
         text = e.args[0] if e.args else ""
         prefix = f"sketch {name!r}: "
@@ -802,6 +807,8 @@ def load_config(path: str | Path) -> JobConfig:
         raise ConfigError(f"{p}: not valid TOML: {e}") from e
     except UnicodeDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: not UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: arrays or tables nested too deeply to read") from None
     except OSError as e:
         raise ConfigError(f"config file {p} cannot be read: {e.strerror}") from None
     return parse_config(data, p.resolve())

@@ -255,6 +255,14 @@ CONFIG_CASES = [
     ("debezium port 0", _set("debezium", {"port": 0}), "IVM100", "port", None),
     ("debezium properties nested", _set("debezium", {"properties": {"a": [1]}}), "IVM100", "properties", None),
     ("not TOML", "[job\nname = 1\n", "IVM100", "not valid TOML", None),
+    ("TOML nested 5000 deep", "a = " + "[" * 5000 + "]" * 5000 + "\n", "IVM100", "nested too deeply", None),
+    ("sql nested 3000 deep", _sql("SELECT " + "(" * 3000 + "1" + ")" * 3000 + " AS x FROM lineitem"), "IVM200",
+     "nested too deeply", None),
+    ("sql 2000-term OR", _sql("SELECT l_orderkey FROM lineitem WHERE "
+                              + " OR ".join(f"l_quantity = {i}" for i in range(2000))), "IVM200", "nested too deeply",
+     None),
+    ("lake_root=int", _set("job.lake_root", 5), "IVM100", "lake_root", None),
+    ("checkpoint_root=bool", _set("job.checkpoint_root", False), "IVM100", "checkpoint_root", None),
 ]
 
 
