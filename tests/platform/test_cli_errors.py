@@ -483,6 +483,8 @@ FLAG_CASES = [
     ("advise empty mirrors", ["sketch", "advise", "--config", "{cfg}", "--sql", "{sql}"], "IVM100", "no rows"),
     ("drop ../x", ["sketch", "drop", "--config", "{cfg}", "../x"], "IVM100", "sketch name"),
     ("show ..", ["sketch", "show", "--config", "{cfg}", ".."], "IVM100", "sketch name"),
+    ("show unknown sketch", ["sketch", "show", "--config", "{cfg}", "nope"], "IVM100", "no registered sketch"),
+    ("filter unknown sketch", ["sketch", "filter", "--config", "{cfg}", "nope"], "IVM100", "no registered sketch"),
     ("filter --form bogus", ["sketch", "filter", "--config", "{cfg}", "big", "--form", "bogus"], "IVM100",
      "invalid choice"),
     ("layout undeclared table", ["sketch", "layout", "--config", "{cfg}", "nope", "x"], "IVM100", "no table named"),
