@@ -1,5 +1,7 @@
 """Config parsing: valid files load, every mistake names the file, section and key."""
 
+from pathlib import Path
+
 import pytest
 
 from operators.errors import ConfigError
@@ -151,3 +153,45 @@ def test_broker_retention_is_bounded(tmp_path):
     assert props["log.retention.hours"] == "168"
     assert int(props["log.retention.bytes"]) == RETENTION_BYTES >= 1 << 30
     assert int(props["log.segment.bytes"]) < RETENTION_BYTES
+
+
+_UI_PROBE = """
+import sys
+from connectors.kafka_broker import free_port
+from streaming_app.config import parse_config
+from streaming_app.spark_session import SessionOptions, build_session
+
+cfg = parse_config({"spark": {"master": "local[1]", "ui_port": free_port(), "ui_host": sys.argv[1]},
+                    "tables": [{"name": "t", "topic": "t", "primary_key": "k", "columns": {"k": "long"}}]})
+spark = build_session(cfg.spark, SessionOptions(ui=True))
+port = spark.sparkContext._jsc.sc().ui().get().boundPort()
+addrs = []
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(table).read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        ip, p = local.split(":")
+        if int(p, 16) == port and state == "0A":  # LISTEN
+            addrs.append(ip)
+print("LISTEN", port, ",".join(addrs))
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the listening sockets from /proc")
+@pytest.mark.parametrize("host, loopback_only", [("127.0.0.1", True), ("0.0.0.0", False)])
+def test_spark_ui_listening_address(host, loopback_only):
+    """A real local session: the UI's socket listens on loopback only, unless ui_host opts out."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    r = subprocess.run([sys.executable, "-c", _UI_PROBE, host], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[2], env=env)
+    line = next(x for x in r.stdout.splitlines() if x.startswith("LISTEN"))
+    addrs = line.split()[2].split(",")
+    # /proc/net/tcp6 writes 127.0.0.1 as ::ffff:127.0.0.1 (…FFFF00000100007F) and "any" as zeros
+    loopback = all(a in ("0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000")
+                   for a in addrs)
+    assert addrs and loopback == loopback_only, line
