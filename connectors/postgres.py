@@ -210,9 +210,22 @@ class EmbeddedPostgres:
         if not self.log_file.exists():
             self.log_file.touch()
         self._own(self.log_file)
-        r = self._run(str(pg_bindir() / "pg_ctl"), "start", "-D", str(self.data_dir),
-                      "-l", str(self.log_file), "-s", "-w", "-t", str(int(timeout_s)),
-                      timeout=timeout_s + 10)
+        self._wait_stale_gone()
+        for attempt in range(5):
+            log_size = self.log_file.stat().st_size
+            r = self._run(str(pg_bindir() / "pg_ctl"), "start", "-D", str(self.data_dir),
+                          "-l", str(self.log_file), "-s", "-w", "-t", str(int(timeout_s)),
+                          timeout=timeout_s + 10)
+            if r.returncode == 0:
+                break
+            # After a killed server, its last backends may hold the shared memory (or the old
+            # postmaster linger as a zombie) for a moment: the new one refuses; try again.
+            with self.log_file.open(errors="replace") as f:
+                f.seek(log_size)
+                fresh = f.read()
+            if "already exists" not in fresh and "shared memory" not in fresh:
+                break
+            time.sleep(1.0)
         pid = self._postmaster_pid()
         if r.returncode != 0 or pid is None:
             raise PostgresError(f"PostgreSQL did not start on port {self.port}: "
@@ -220,6 +233,19 @@ class EmbeddedPostgres:
         self.pid_file.write_text(str(pid))
         self._wait_ready(timeout_s, pid)
         return self
+
+    def _wait_stale_gone(self, timeout_s: float = 10.0) -> None:
+        """A postmaster that was killed leaves postmaster.pid naming it; wait (briefly) until
+        that process has left the process table, zombie included, so the new server does
+        not take it for a running one."""
+        stale = self._postmaster_pid()
+        deadline = time.monotonic() + timeout_s
+        while stale and os.path.exists(f"/proc/{stale}") and time.monotonic() < deadline:
+            args = _cmdline(stale)
+            if args and Path(args[0]).name not in ("postgres", "postmaster"):
+                return  # the pid has been reused by something else: the server ignores it
+            _reap(stale)
+            time.sleep(0.1)
 
     def _wait_ready(self, timeout_s: float, pid: int) -> None:
         import psycopg
