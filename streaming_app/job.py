@@ -92,6 +92,7 @@ class IngestJob:
         self.versions: dict[str, int] = {}
         self.totals = {"batches": 0, "records": 0, "events": 0, "quarantined": 0, "tombstones": 0}
         self.schema_changes_seen: set[tuple[str, str, str]] | None = None  # (table, column, change)
+        self._warned: set[str] = set()  # tables already warned about a multi-partition truncate
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -169,6 +170,11 @@ class IngestJob:
                               batch_id, truncate=plan.truncate)
             ctx.previous_versions[table.name] = before
             ctx.changed_tables[table.name] = sink.latest_version(spark, path)
+            if plan.truncate and len({ev.partition for ev in events}) > 1 and table.name not in self._warned:
+                self._warned.add(table.name)
+                print(f"[{self.cfg.name}] {table.name}: a TRUNCATE arrived on topic {table.topic} with changes from "
+                      "several partitions in one batch; it is exact only on a one-partition topic (README: "
+                      "Capturing PostgreSQL with Debezium, ordering)", flush=True)
             if plan.truncate or plan.toast_filled:
                 ctx.metrics.setdefault("mirror", {})[table.name] = {
                     "truncated": plan.truncate, "toast_values_kept": plan.toast_filled}

@@ -32,7 +32,8 @@ def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool) -> "Jo
         "spark": {"master": "local[*]", "ui": ui},
         "debezium": {"port": pg_port, "database": DATABASE, "topic_prefix": PREFIX,
                      "connector_name": "ivmstream-demo", "slot_name": "ivmstream_demo",
-                     "publication_name": "ivmstream_demo", "connect_url": connect_url},
+                     "publication_name": "ivmstream_demo", "connect_url": connect_url,
+                     "properties": {"poll.interval.ms": 100}},
         "tables": job_tables(PREFIX),
         "graphs": [{"name": "g", "table": "edges", "src": "src", "dst": "dst", "mode": "undirected"}],
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "lines.order_id:8"}],
@@ -93,7 +94,7 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
         pg.create_database(DATABASE)
         shutil.rmtree(cfg.lake_root, ignore_errors=True)
         shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
-        reset_topics(broker.bootstrap, cfg.topics)
+        reset_topics(broker.bootstrap, cfg.topics, partitions=1)  # exact order of truncates and key changes
         work = Workload(pg, DATABASE, seed=1)
         work.setup()
         connect.register(name, connector_properties(cfg))

@@ -41,7 +41,8 @@ def _config(tmp_path, prefix, pg, bootstrap, connect_url, database):
         "debezium": {"host": "127.0.0.1", "port": pg.port, "database": database, "user": "postgres",
                      "topic_prefix": prefix, "connector_name": f"pg_{prefix}", "slot_name": f"slot_{prefix}",
                      "publication_name": f"pub_{prefix}", "decimal_handling_mode": decimal_mode,
-                     "time_precision_mode": time_mode, "connect_url": connect_url},
+                     "time_precision_mode": time_mode, "connect_url": connect_url,
+                     "properties": {"poll.interval.ms": 50}},  # Debezium's 500 ms default only waits
         "tables": job_tables(prefix),
         "graphs": [{"name": "g", "table": "edges", "src": "src", "dst": "dst", "mode": "undirected"}],
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "lines.order_id:8"}],
