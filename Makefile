@@ -7,7 +7,7 @@ VPY     := $(VENV)/bin/python
 MVN     := mvn -q -B -s jvm/settings.xml
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup jars venv postgres demo test test-fast bench clean broker-start broker-stop
+.PHONY: setup jars venv postgres demo demo-postgres test test-fast test-slow bench clean broker-start broker-stop
 
 setup: venv jars postgres
 
@@ -45,12 +45,22 @@ postgres:
 demo: setup
 	$(VPY) -m streaming_app demo --duration $${DURATION:-60}
 
-test: setup
-	$(VPY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+# The real chain: PostgreSQL -> Debezium (Kafka Connect) -> Kafka -> the job, all local.
+demo-postgres: setup
+	$(VPY) -m streaming_app demo --source postgres --duration $${DURATION:-180}
 
-# Pure-Python operator tests only (no Spark, no Kafka): seconds to a few minutes.
+# Two tiers (tests/README.md): the fast one first, and nothing slower runs if it fails.
+test: setup
+	$(MAKE) --no-print-directory test-fast
+	$(MAKE) --no-print-directory test-slow
+
+# Pure-Python tests (no Spark, Kafka or PostgreSQL): a few minutes.
 test-fast: venv
-	$(VPY) -m pytest -q -m "not spark and not kafka" $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres" $(PYTEST_ARGS)
+
+# Spark, Kafka, PostgreSQL and Kafka Connect tests, the slowest listed at the end.
+test-slow: setup
+	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres" --durations=15 $(PYTEST_ARGS)
 
 broker-start: setup
 	$(VPY) -m streaming_app broker start

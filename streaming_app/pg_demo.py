@@ -24,14 +24,14 @@ DATABASE = "ivmstream_demo"
 PREFIX = "pgdemo"
 
 
-def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool) -> "JobConfig":  # noqa: F821
+def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "") -> "JobConfig":  # noqa: F821
     return parse_config({
         "job": {"name": "pgdemo", "lake_root": str(VAR / "pgdemo" / "lake"),
                 "checkpoint_root": str(REPO_ROOT / "checkpoints"), "trigger_interval_s": 1},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 5000},
         "spark": {"master": "local[*]", "ui": ui},
         "debezium": {"port": pg_port, "database": DATABASE, "topic_prefix": PREFIX,
-                     "connector_name": "ivmstream-demo", "slot_name": "ivmstream_demo",
+                     "connector_name": f"ivmstream-demo{'-' + run if run else ''}", "slot_name": "ivmstream_demo",
                      "publication_name": "ivmstream_demo", "connect_url": connect_url,
                      "properties": {"poll.interval.ms": 100}},
         "tables": job_tables(PREFIX),
@@ -68,7 +68,7 @@ def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
 
 
 def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool) -> int:
-    from connectors.kafka_connect import EmbeddedConnect, connector_properties
+    from connectors.kafka_connect import EmbeddedConnect, connector_properties, rest
     from connectors.postgres import EmbeddedPostgres
     from streaming_app.runner import run_job
 
@@ -86,16 +86,20 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
                 print(f"  {name} ready in {time.monotonic() - t0:.1f}s", flush=True)
             else:
                 print(f"using the running {name}", flush=True)
-        cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui)
+        # a new connector name each run: Connect keeps a connector's source offsets (its LSN) under
+        # its name, and this run's database and slot are new
+        cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui, run=time.strftime("%Y%m%d%H%M%S"))
         name = cfg.debezium.connector_name
-        connect.delete(name)
+        for old in rest(connect.url, "GET", "/connectors"):
+            if old.startswith("ivmstream-demo"):
+                connect.delete(old)
         _drop_slot(pg, cfg.debezium.slot_name)
         pg.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         pg.create_database(DATABASE)
         shutil.rmtree(cfg.lake_root, ignore_errors=True)
         shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
         reset_topics(broker.bootstrap, cfg.topics, partitions=1)  # exact order of truncates and key changes
-        work = Workload(pg, DATABASE, seed=1)
+        work = Workload(pg, DATABASE, seed=1, pace_s=0.03)
         work.setup()
         connect.register(name, connector_properties(cfg))
         connect.wait_running(name, timeout_s=120)
@@ -106,6 +110,8 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
         history: dict = {}
 
         def feed() -> None:
+            print("running the history in PostgreSQL (inserts, updates, key changes, deletes, TRUNCATE, "
+                  "ADD/DROP COLUMN, infinity and NaN) ...", flush=True)
             history.update(work.run())
             print(f"history done in PostgreSQL: {history}", flush=True)
             deadline = time.monotonic() + duration_s

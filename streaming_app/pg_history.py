@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import time
 from decimal import Decimal
 
 DDL = [
@@ -50,14 +51,17 @@ def job_tables(prefix: str) -> list[dict]:
 
 
 class Workload:
-    def __init__(self, pg, database: str, seed: int = 7):
+    def __init__(self, pg, database: str, seed: int = 7, pace_s: float = 0.0):
         self.pg, self.db, self.rng = pg, database, random.Random(seed)
+        self.pace_s = pace_s  # pause after each statement (the demo trickles; tests do not)
         self.next_id = 1
         self.steps: dict[str, int] = {}
         self.has_legacy = True
 
     def sql(self, text: str, params=None) -> None:
         self.pg.execute(text, params, database=self.db)
+        if self.pace_s:
+            time.sleep(self.pace_s)
 
     def _count(self, what: str, n: int = 1) -> None:
         self.steps[what] = self.steps.get(what, 0) + n
