@@ -10,6 +10,7 @@ is the one call cli.py makes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -33,6 +34,16 @@ def _port(value: str | None, default: int, key: str) -> int:
         raise ConfigError(f"{ENV[key]}={raw!r} is not a port number") from None
     if not 0 < port < 65536:
         raise ConfigError(f"{ENV[key]}={raw!r} is not a port number (1..65535)")
+    return port
+
+
+def _port_flag(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a port number (1..65535)")
     return port
 
 
@@ -70,6 +81,15 @@ def cmd_connect(args) -> int:
 
     if args.action == "register":
         return _register(args)
+    if args.action == "properties":
+        from connectors.kafka_connect import connector_properties
+
+        if not args.config:
+            raise ConfigError("connect properties needs --config (the job whose [debezium] section and "
+                              "tables name the connector)")
+        cfg = load_config(args.config)
+        print(json.dumps({"name": cfg.debezium.connector_name, "config": connector_properties(cfg)}, indent=2))
+        return 0
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
     w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args))
     if args.action == "start":
@@ -133,7 +153,7 @@ def add_commands(sub, common) -> None:
     pg = sub.add_parser("postgres", help="run a PostgreSQL server for the real CDC chain "
                                          "(loopback, wal_level=logical)")
     pg.add_argument("action", choices=["start", "stop", "status"])
-    pg.add_argument("--port", type=int, default=None,
+    pg.add_argument("--port", type=_port_flag, default=None,
                     help=_env_help("listen port on 127.0.0.1 (default 5432)", "pg_port"))
     pg.add_argument("--dir", default=env("pg_dir", str(DEFAULT_PG_DIR)),
                     help=_env_help("server home: cluster, log, pid (default var/postgres)", "pg_dir"))
@@ -141,10 +161,11 @@ def add_commands(sub, common) -> None:
 
     c = sub.add_parser("connect", help="run a Kafka Connect worker with the Debezium PostgreSQL "
                                        "connector; register the job's connector")
-    c.add_argument("action", choices=["start", "stop", "status", "register"],
-                   help="start|stop|status the worker, or register the connector of --config "
-                        "and wait until its task runs")
-    c.add_argument("--port", type=int, default=None,
+    c.add_argument("action", choices=["start", "stop", "status", "register", "properties"],
+                   help="start|stop|status the worker; register the connector of --config "
+                        "and wait until its task runs; properties: print that connector's JSON "
+                        "(to register it on a Connect cluster of your own)")
+    c.add_argument("--port", type=_port_flag, default=None,
                    help=_env_help("REST port on 127.0.0.1 (default 8083)", "connect_port"))
     c.add_argument("--dir", default=env("connect_dir", str(DEFAULT_CONNECT_DIR)),
                    help=_env_help("worker home: properties, log, pid (default var/connect)", "connect_dir"))
