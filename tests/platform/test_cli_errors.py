@@ -291,6 +291,12 @@ def guarded(monkeypatch):
     for var in ("IVMSTREAM_CONFIG", "IVMSTREAM_BOOTSTRAP_SERVERS", "IVMSTREAM_SPARK_MASTER",
                 "IVMSTREAM_BROKER_PORT", "IVMSTREAM_BROKER_DIR"):
         monkeypatch.delenv(var, raising=False)
+    # The CLI reads its config at Python's default recursion limit; an engine imported by an
+    # earlier test in this process (operators.recursive raises it) must not change the outcome.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(limit)
 
 
 RESULTS: list[tuple[str, bool]] = []
