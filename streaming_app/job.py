@@ -59,6 +59,10 @@ class BatchContext:
     rejected: list = field(default_factory=list)  # maintainers' bad rows -> quarantine
 
 
+class StopRequested(Exception):
+    """A batch that began after a stop was requested: refused, so that it stays uncommitted."""
+
+
 class Maintainer(Protocol):
     """A consumer of mirror changes (sketch, triangle or view maintainer).
 
@@ -93,6 +97,8 @@ class IngestJob:
         self.totals = {"batches": 0, "records": 0, "events": 0, "quarantined": 0, "tombstones": 0}
         self.schema_changes_seen: set[tuple[str, str, str]] | None = None  # (table, column, change)
         self._warned: set[str] = set()  # tables already warned about a multi-partition truncate
+        self._batch_lock = threading.Lock()  # held while a batch runs
+        self._stopping = False
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -120,6 +126,25 @@ class IngestJob:
 
     # -- the micro-batch ---------------------------------------------------------------------
     def process_batch(self, batch_df, batch_id: int) -> None:
+        """foreachBatch: one micro-batch, never overlapping a requested stop (see stop_between_batches)."""
+        with self._batch_lock:
+            if self._stopping:
+                # Raising leaves the batch uncommitted: Spark replays it after the restart.
+                raise StopRequested(f"batch {batch_id} not started: the job is stopping (it runs again on restart)")
+            self._process_batch(batch_df, batch_id)
+
+    def stop_between_batches(self, query, timeout_s: float = 600.0) -> None:
+        """Stop the streaming query between two batches: wait for the running batch to finish,
+        refuse every later one, then stop. A stop in the middle of a batch would leave its
+        mirror commits ahead of its ``batches`` row until the restart replays it."""
+        if self._batch_lock.acquire(timeout=timeout_s):
+            self._stopping = True
+            self._batch_lock.release()
+        else:
+            self._stopping = True
+        query.stop()
+
+    def _process_batch(self, batch_df, batch_id: int) -> None:
         spark = batch_df.sparkSession
         self._app_ready.wait(timeout=120)
         if self.last_done is None:

@@ -61,20 +61,13 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
             if duration_s is not None and time.monotonic() - t0 >= duration_s:
                 break
             query.awaitTermination(0.5)
-        if query.isActive:
-            _stop_between_batches(query)
-        if query.exception() is not None:
-            raise RuntimeError(f"streaming query '{cfg.name}' failed: {query.exception()}")
+        stopped = query.isActive
+        if stopped:
+            job.stop_between_batches(query)
+        exc = query.exception()
+        if exc is not None and not (stopped and "StopRequested" in str(exc)):
+            raise RuntimeError(f"streaming query '{cfg.name}' failed: {exc}")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
-
-
-def _stop_between_batches(query, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while query.isActive and time.monotonic() < deadline:
-        if not query.status.get("isTriggerActive", False):
-            break
-        time.sleep(0.1)
-    query.stop()
