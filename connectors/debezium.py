@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable
 
-from connectors.debezium_types import Bad, FieldSpec, Modes, convert, field_spec, is_placeholder
+from connectors.debezium_types import PLACEHOLDER, PLACEHOLDER_B64, Bad, FieldSpec, Modes, column_decoder, field_spec, is_placeholder
 from operators import errors as E
 from streaming_app.config import JobConfig, TableConfig
 
@@ -61,8 +61,11 @@ _WS = "[ \t\n\r]*"
 _HEAD = re.compile(_WS + r'\{' + _WS + r'"schema"' + _WS + ":" + _WS)
 _MID = re.compile(_WS + "," + _WS + r'"payload"' + _WS + ":" + _WS)
 _TAIL = re.compile(_WS + r"\}" + _WS)
-_SCHEMA_CACHE: dict[str, Any] = {}  # schema text -> field specs (or the Bad it raised)
+_SCHEMA_CACHE: dict[str, Any] = {}  # kind + schema text -> field specs (or the Bad it raised)
 _SCHEMA_CACHE_MAX = 4096
+_RECENT: dict[str, list[str]] = {"v": [], "k": []}  # schema texts of recent wrappers, newest first
+_RECENT_MAX = 16
+KNOWN = object()  # stands for a schema whose text is in the cache
 
 
 @dataclass(frozen=True)
@@ -108,8 +111,12 @@ class DecodedBatch:
 
 # ---------------------------------------------------------------- JSON and schemas
 
-def _parse(data: Any, what: str) -> tuple[Any, str | None]:
-    """A JSON document and, when it is a schema wrapper, the raw text of its schema."""
+def _parse(data: Any, what: str, kind: str = "v") -> tuple[Any, str | None]:
+    """A JSON document and, when it is a schema wrapper, the raw text of its schema.
+
+    A wrapper whose schema text was seen recently is not parsed again: its ``schema`` is
+    ``KNOWN`` and the field specs come from the cache by text.
+    """
     if isinstance(data, (bytes, bytearray, memoryview)):
         try:
             text = bytes(data).decode("utf-8")
@@ -122,13 +129,21 @@ def _parse(data: Any, what: str) -> tuple[Any, str | None]:
     try:
         m = _HEAD.match(text)
         if m:  # the usual wrapper {"schema":..., "payload":...}: keep the schema text for the cache
+            start = m.end()
             try:
-                schema, end = _JSON.raw_decode(text, m.end())
+                schema, end = KNOWN, -1
+                for known in _RECENT[kind]:
+                    # a JSON object is self-delimiting, and ',"payload":' must follow it
+                    if text.startswith(known, start) and _MID.match(text, start + len(known)):
+                        end = start + len(known)
+                        break
+                if end < 0:
+                    schema, end = _JSON.raw_decode(text, start)
                 m2 = _MID.match(text, end)
                 if m2:
                     payload, end2 = _JSON.raw_decode(text, m2.end())
                     if _TAIL.fullmatch(text, end2):
-                        return {"schema": schema, "payload": payload}, text[m.end():end]
+                        return {"schema": schema, "payload": payload}, text[start:end]
             except ValueError:
                 pass  # the full parse below reports it
         doc = _JSON.decode(text)
@@ -184,6 +199,8 @@ def _cached(kind: str, schema: Any, text: str | None, build) -> dict[str, FieldS
         return None
     k = kind + (text if text is not None else json.dumps(schema, sort_keys=True, default=str))
     hit = _SCHEMA_CACHE.get(k)
+    if hit is None and schema is KNOWN:  # evicted meanwhile: parse the text again
+        schema = _JSON.decode(text)
     if hit is None:
         try:
             hit = build(schema)
@@ -192,6 +209,13 @@ def _cached(kind: str, schema: Any, text: str | None, build) -> dict[str, FieldS
         if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
             _SCHEMA_CACHE.clear()
         _SCHEMA_CACHE[k] = hit if hit is not None else False
+    if text is not None:
+        recent = _RECENT[kind]
+        if not recent or recent[0] != text:
+            if text in recent:
+                recent.remove(text)
+            recent.insert(0, text)
+            del recent[_RECENT_MAX:]
     if isinstance(hit, Bad):
         raise hit
     return hit or None
@@ -203,27 +227,45 @@ def _modes(table: TableConfig) -> Modes:
     return Modes(getattr(table, "decimal_mode", "precise"), getattr(table, "time_mode", "adaptive"))
 
 
-def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig, what: str) -> tuple:
+class _Plans:
+    """Per batch: one column decoder per (table, column, schema field), built on first use."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, list] = {}
+
+    def get(self, table: TableConfig, fields: dict[str, FieldSpec] | None, columns: str) -> list:
+        k = (table.name, id(fields), columns)
+        hit = self._plans.get(k)
+        if hit is None or hit[0] is not fields:
+            modes = _modes(table)
+            names = table.primary_key if columns == "key" else table.column_names
+            types = dict(table.columns)
+            plan = [(c, (fields.get(c) if fields else None)) for c in names]
+            hit = (fields, [(c, spec, column_decoder(types[c], spec, modes)) for c, spec in plan])
+            self._plans[k] = hit
+        return hit[1]
+
+
+def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig, what: str, plans: _Plans) -> tuple:
     if not isinstance(doc, dict):
         raise Bad(E.DATA_MISSING_KEY, f"{what} is not a JSON object")
     vals = []
-    for k in table.primary_key:
+    for k, spec, dec in plans.get(table, fields, "key"):
         raw = doc.get(k)
         if raw is None:
             raise Bad(E.DATA_MISSING_KEY, f"{what} has no value for primary-key column {k!r}")
-        spec = fields.get(k) if fields else None
         if is_placeholder(raw, spec):
             raise Bad(E.DATA_MISSING_KEY, f"{what}: primary-key column {k!r} is unavailable")
-        vals.append(convert(raw, spec, table.type_of(k), _modes(table), f"{what} column {k!r}"))
+        vals.append(dec(raw, f"{what} column {k!r}"))
     return tuple(vals)
 
 
-def _message_key(data: Any, table: TableConfig, what: str = "message key") -> tuple | None:
+def _message_key(data: Any, table: TableConfig, plans: _Plans, what: str = "message key") -> tuple | None:
     """The primary key a message key (or the old-key header) names; None when there is none."""
     if data is None:
         return None
     try:
-        doc, text = _parse(data, what)
+        doc, text = _parse(data, what, "k")
     except Bad as bad:
         raise Bad(E.DATA_MISSING_KEY, bad.reason) from None
     fields = None
@@ -232,7 +274,7 @@ def _message_key(data: Any, table: TableConfig, what: str = "message key") -> tu
         doc = doc["payload"]
     if doc is None:
         return None
-    return _key_from(doc, fields, table, what)
+    return _key_from(doc, fields, table, what, plans)
 
 
 @dataclass
@@ -242,28 +284,30 @@ class _Image:
     missing: list[str]
 
 
-def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, which: str) -> _Image | None:
+def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, which: str,
+           plans: _Plans) -> _Image | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
-    modes = _modes(table)
     img = _Image({}, [], [])
-    for col, typ in table.columns:
-        if col not in raw:
-            img.missing.append(col)
-            img.row[col] = None
-            continue
-        v = raw[col]
-        spec = fields.get(col) if fields else None
+    row = img.row
+    for col, spec, dec in plans.get(table, fields, "row"):
+        v = raw.get(col, _MISSING)
         if v is None:
-            img.row[col] = None
-        elif is_placeholder(v, spec):
+            row[col] = None
+        elif v is _MISSING:
+            img.missing.append(col)
+            row[col] = None
+        elif (v.__class__ is not str or v == PLACEHOLDER or v == PLACEHOLDER_B64) and is_placeholder(v, spec):
             img.unavailable.append(col)
-            img.row[col] = None
+            row[col] = None
         else:
-            img.row[col] = convert(v, spec, typ, modes, f"'{which}' column {col!r}")
+            row[col] = dec(v, f"'{which}' column {col!r}")
     return img
+
+
+_MISSING = object()
 
 
 def _image_key(img: _Image, table: TableConfig) -> tuple | None:
@@ -290,7 +334,7 @@ def _pick_table(payload: dict, candidates: list[TableConfig], topic: str) -> Tab
     raise Bad(E.DATA_UNKNOWN_TABLE, f"source.table {name!r} matches no table declared on topic {topic!r}")
 
 
-def _old_key_header(headers: Any, table: TableConfig) -> tuple | None:
+def _old_key_header(headers: Any, table: TableConfig, plans: _Plans) -> tuple | None:
     if not isinstance(headers, (list, tuple)):
         return None
     found = None
@@ -299,13 +343,14 @@ def _old_key_header(headers: Any, table: TableConfig) -> tuple | None:
             found = h
     if found is None or found[1] is None:
         return None
-    return _message_key(found[1], table, f"header {OLD_KEY_HEADER}")
+    return _message_key(found[1], table, plans, f"header {OLD_KEY_HEADER}")
 
 
 # ---------------------------------------------------------------- one record
 
 def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: Any, value: Any,
-                  headers: Any = None, dropped: list | None = None) -> list[CdcEvent] | None:
+                  headers: Any = None, dropped: list | None = None,
+                  plans: _Plans | None = None) -> list[CdcEvent] | None:
     """Decode one Kafka record: its events (two for a key-changing update), None for a tombstone.
 
     Raises Bad for a record that must be quarantined; appends (table, column) pairs of declared
@@ -313,6 +358,7 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     """
     if value is None:
         return None
+    plans = plans if plans is not None else _Plans()
     doc, schema_text = _parse(value, "value")
     fields = None
     if _is_wrapper(doc):
@@ -333,8 +379,8 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     if op == "t":
         return [CdcEvent(table.name, "t", (), None, None, ts, partition, offset)]
     fields = _cached("v", schema, schema_text, _value_fields)
-    before = _image(payload.get("before"), table, fields, "before")
-    after = _image(payload.get("after"), table, fields, "after") if op != "d" else None
+    before = _image(payload.get("before"), table, fields, "before", plans)
+    after = _image(payload.get("after"), table, fields, "after", plans) if op != "d" else None
     if op in ("c", "r", "u") and after is None:
         raise Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
     if after is not None:
@@ -352,7 +398,7 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
             v = after.row[c]
             if v is not None and not lo <= v <= hi:
                 raise Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
-    message_key = _message_key(key, table)
+    message_key = _message_key(key, table, plans)
     if op == "d":
         image_key = _image_key(before, table) if before is not None else None
         if message_key is not None and image_key is not None and image_key != message_key:
@@ -368,7 +414,7 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
         if message_key is not None and image_key != message_key:
             raise Bad(E.DATA_KEY_MISMATCH, f"message key {_repr(message_key)} but the after image has key {_repr(image_key)}")
         unavailable = frozenset(after.unavailable)
-        old_key = _old_key_header(headers, table) if op == "c" else None
+        old_key = _old_key_header(headers, table, plans) if op == "c" else None
         old = _image_key(before, table) if before is not None and op == "u" else None
         if old is not None and old != image_key:
             # A primary-key change inside one update: delete the old row, create the new one.
@@ -412,6 +458,7 @@ def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     except Exception:  # noqa: BLE001 - malformed coordinates: keep arrival order
         pass
     seen: set[tuple[str, str]] = set()
+    plans = _Plans()
     for rec in recs:
         out.records += 1
         try:
@@ -423,7 +470,7 @@ def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
             continue
         dropped: list[tuple[str, str]] = []
         try:
-            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped)
+            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans)
         except Bad as bad:
             out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code,
                                          _text(bad.reason)))

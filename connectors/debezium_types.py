@@ -490,3 +490,60 @@ def _short(v: Any, n: int = 60) -> str:
     except Exception:  # noqa: BLE001 - a reason must never raise
         r = f"<{type(v).__name__}>"
     return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
+    """``convert`` for one column, specialised once per (type, schema field, modes).
+
+    The common shapes (an in-range integer, ASCII text, a boolean, epoch µs/days) take a
+    short path that returns exactly what ``convert`` would; anything else goes through it.
+    """
+    def general(raw: Any, what: str) -> Any:
+        return convert(raw, spec, typ, modes, what)
+
+    name = spec.name if spec is not None else None
+    stype = spec.type if spec is not None else None
+    if name is None and typ in INT_RANGE and (stype is None or stype in CONNECT_INT_RANGE):
+        lo, hi = INT_RANGE[typ]
+        if stype is not None:
+            bits = CONNECT_INT_RANGE[stype]
+            lo, hi = max(lo, -(2**bits)), min(hi, 2**bits - 1)
+
+        def dec_int(raw: Any, what: str) -> Any:
+            if raw.__class__ is int and lo <= raw <= hi:
+                return raw
+            return general(raw, what)
+        return dec_int
+    if name is None and typ == "string" and stype in (None, "string"):
+        def dec_str(raw: Any, what: str) -> Any:
+            if raw.__class__ is str and raw.isascii():
+                return raw
+            return general(raw, what)
+        return dec_str
+    if name is None and typ == "boolean" and stype in (None, "boolean"):
+        def dec_bool(raw: Any, what: str) -> Any:
+            return raw if raw.__class__ is bool else general(raw, what)
+        return dec_bool
+    if typ == "timestamp":
+        unit = _TS_UNITS.get(name) if spec is not None else TS_UNIT_BY_MODE[modes.time]
+        if unit == 10**3 and (spec is None or stype == "int64"):
+            sentinels = _TS_INFINITY[10**3]
+
+            def dec_us(raw: Any, what: str) -> Any:
+                if raw.__class__ is int and raw not in sentinels:
+                    try:
+                        return EPOCH_TS + dt.timedelta(microseconds=raw)
+                    except OverflowError:
+                        pass
+                return general(raw, what)
+            return dec_us
+    if typ == "date" and (spec is None or name in _DATE_NAMES):
+        def dec_days(raw: Any, what: str) -> Any:
+            if raw.__class__ is int and raw not in DATE_INFINITY:
+                try:
+                    return EPOCH_DATE + dt.timedelta(days=raw)
+                except OverflowError:
+                    pass
+            return general(raw, what)
+        return dec_days
+    return general

@@ -244,3 +244,35 @@ def test_message_key_is_the_identity():
 def test_any_bytes_are_decoded_or_rejected_never_raised(key, value):
     out = decode_batch(CFG, [("cdc.items", 0, 1, key, value, [(b"\xff", 5), "junk", None])])
     assert out.records == 1 and len(out.rejected) + out.tombstones + len(out.events["items"]) == 1
+
+
+@pytest.mark.parametrize("decimal_mode", ["precise", "string", "double"])
+@pytest.mark.parametrize("time_mode", ["adaptive", "adaptive_time_microseconds", "connect", "microseconds",
+                                       "nanoseconds", "isostring"])
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_producer_writes_what_debezium_writes_in_every_mode(decimal_mode, time_mode, with_schema):
+    from connectors.producer import key_of
+
+    cfg = parse_config({"tables": [{
+        "name": "t", "topic": "t", "primary_key": ["id", "day"], "not_null": ["price"],
+        "decimal_handling_mode": decimal_mode, "time_precision_mode": time_mode,
+        "columns": {"id": "long", "day": "date", "price": "decimal(38,4)", "ts": "timestamp", "w": "double",
+                    "n": "int", "s": "string", "ok": "boolean"}}]})
+    t = cfg.table("t")
+    ts = dt.datetime(1969, 7, 20, 20, 17, 40, 123000, tzinfo=dt.timezone.utc)  # whole ms: connect keeps it
+    r = {"id": 2**62, "day": dt.date(1, 1, 1), "price": Decimal("-1234567890123456789012345678901.2345"),
+         "ts": ts, "w": float("-inf"), "n": -7, "s": "é\"🎉", "ok": True}
+    out = decode_batch(cfg, [("t", 0, 1, key_of(t, r, with_schema), envelope(t, "c", None, r, with_schema=with_schema))])
+    assert out.rejected == []
+    (ev,) = out.events["t"]
+    expected = dict(r)
+    if decimal_mode == "double":  # Debezium sends a double: the nearest one is what arrives
+        expected["price"] = Decimal(repr(float(r["price"])))
+    assert ev.key == (2**62, dt.date(1, 1, 1)) and ev.after == expected
+    if with_schema:
+        doc = json.loads(envelope(t, "c", None, r, with_schema=True))
+        assert doc["schema"]["name"].endswith(".Envelope") and doc["schema"]["version"] == 2
+        after = next(f for f in doc["schema"]["fields"] if f["field"] == "after")
+        price = next(f for f in after["fields"] if f["field"] == "price")
+        if decimal_mode == "precise":
+            assert price["name"] == "org.apache.kafka.connect.data.Decimal" and price["parameters"]["scale"] == "4"
