@@ -215,8 +215,9 @@ class CdcProducer:
                      value=envelope(table, op, before, after, with_schema=with_schema))
         self.sent += 1
 
-    def send_raw(self, topic: str, key: bytes | None, value: bytes | None) -> None:
-        self._p.send(topic, key=key, value=value)
+    def send_raw(self, topic: str, key: bytes | None, value: bytes | None,
+                 headers: list[tuple[str, bytes]] | None = None) -> None:
+        self._p.send(topic, key=key, value=value, headers=headers)
         self.sent += 1
 
     def tombstone(self, table: TableConfig, row: dict) -> None:

@@ -11,6 +11,7 @@ import json
 import random
 from decimal import Decimal
 
+from connectors.debezium_types import PLACEHOLDER
 from connectors.producer import CdcProducer, envelope, key_of
 from operators import errors as E
 from streaming_app.config import parse_config
@@ -55,13 +56,18 @@ class History:
         self.tombstones = 0
         self._next = 1
 
-    def send(self, prod: CdcProducer, n_events: int, with_bad: bool = True) -> None:
+    def send(self, prod: CdcProducer, n_events: int, with_bad: bool = True, debezium_kinds: bool = False) -> None:
+        """``debezium_kinds`` adds what real Debezium sends beyond plain upserts and deletes:
+        updates carrying the TOAST placeholder, primary-key changes (d, tombstone, c with the
+        __debezium.oldkey header and a placeholder) and truncates."""
         items, pairs = self.cfg.table("items"), self.cfg.table("pairs")
         rng = self.rng
         for i in range(n_events):
             x = rng.random()
             live = self.expected["items"]
-            if x < 0.4 or not live:
+            if debezium_kinds and live and rng.random() < 0.15:
+                self._send_debezium_kind(prod, items, live)
+            elif x < 0.4 or not live:
                 r = _item(rng, self._next)
                 self._next += 1
                 prod.send(items, rng.choice("cr"), None, r)
@@ -98,8 +104,39 @@ class History:
                 self._send_bad(prod, items)
         prod.flush()
 
+    def _send_debezium_kind(self, prod: CdcProducer, items, live: dict) -> None:
+        rng = self.rng
+        y = rng.random()
+        if y < 0.5:  # REPLICA IDENTITY DEFAULT update leaving the TOASTed 'name' alone
+            k = rng.choice(sorted(live))
+            after = dict(live[k], qty=rng.randrange(100))
+            v = json.loads(envelope(items, "u", None, after))
+            v["after"]["name"] = PLACEHOLDER
+            prod.send_raw(items.topic, key_of(items, after), json.dumps(v).encode())
+            live[k] = after
+        elif y < 0.9:  # primary-key change: d(old), tombstone, c(new) carrying the placeholder
+            k = rng.choice(sorted(live))
+            old = live.pop(k)
+            new = dict(old, id=self._next)
+            self._next += 1
+            hdr = [("__debezium.newkey", key_of(items, new))]
+            prod.send_raw(items.topic, key_of(items, old),
+                          json.dumps({"op": "d", "before": {c: (k if c == "id" else None) for c in old},
+                                      "after": None, "source": {"table": "items"}}).encode(), hdr)
+            prod.send_raw(items.topic, key_of(items, old), None, hdr)
+            self.tombstones += 1
+            v = json.loads(envelope(items, "c", None, new))
+            v["after"]["name"] = PLACEHOLDER
+            prod.send_raw(items.topic, key_of(items, new), json.dumps(v).encode(),
+                          [("__debezium.oldkey", key_of(items, old))])
+            live[new["id"]] = new
+        else:  # TRUNCATE items (keyless, like Debezium's)
+            prod.send_raw(items.topic, None, json.dumps({"before": None, "after": None, "op": "t",
+                                                         "source": {"table": "items"}}).encode())
+            live.clear()
+
     def _send_bad(self, prod: CdcProducer, items) -> None:
-        kind = len(self.bad) % 5
+        kind = len(self.bad) % 9
         if kind == 0:
             prod.send_raw(items.topic, b'{"id": 1}', b'{"op": "c", "after": ')
             self.bad.append(E.DATA_INVALID_JSON)
@@ -115,6 +152,22 @@ class History:
         elif kind == 3:
             prod.send_raw(items.topic, None, json.dumps({"op": "d", "before": None}).encode())
             self.bad.append(E.DATA_MISSING_KEY)
+        elif kind == 5:  # valid data the declared type cannot hold: PostgreSQL 'infinity' date
+            r = _item(self.rng, 10**9 + 1)
+            v = json.loads(envelope(items, "c", None, r))
+            v["after"]["day"] = -2147472692
+            prod.send_raw(items.topic, key_of(items, r), json.dumps(v).encode())
+            self.bad.append(E.DATA_NOT_REPRESENTABLE)
+        elif kind == 6:  # the message key names another row than the image
+            r = _item(self.rng, 10**9 + 2)
+            prod.send_raw(items.topic, b'{"id": 1}', envelope(items, "c", None, r))
+            self.bad.append(E.DATA_KEY_MISMATCH)
+        elif kind == 7:  # poison: nesting deeper than any JSON parser's recursion
+            prod.send_raw(items.topic, b'{"id": 1}', b'{"op":"c","after":' + b"[" * 50_000 + b"]" * 50_000 + b"}")
+            self.bad.append(E.DATA_INVALID_JSON)
+        elif kind == 8:  # poison: op as a list, 39-digit decimal
+            prod.send_raw(items.topic, b'{"id": 1}', b'{"op":["c"],"after":{"id":1,"price":1e400}}')
+            self.bad.append(E.DATA_UNKNOWN_OP)
         else:
             r = {"a": 1, "b": "x", "v": 0.0}
             v = json.loads(envelope(self.cfg.table("pairs"), "c", None, r))
