@@ -406,7 +406,11 @@ def fit(v: Any, typ: str, what: str) -> Any:
                 raise _not_rep(what, v.value, typ, ": sub-microsecond time of day")
             return v.value // 1000
         if isinstance(v, (Decimal, float)):
-            if isinstance(v, float) or not v.is_finite() or v.adjusted() > 20 or v != v.to_integral_value(context=EXACT):
+            if isinstance(v, float) or not v.is_finite():
+                raise _not_rep(what, v, typ)
+            if not v:
+                return 0
+            if v.adjusted() > 20 or v != v.to_integral_value(context=EXACT):
                 raise _not_rep(what, v, typ)
             v = int(v)
         if not isinstance(v, int):

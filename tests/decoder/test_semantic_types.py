@@ -273,3 +273,11 @@ def test_schema_is_cached_per_text_not_per_topic():
     assert [e.after["v"] for e in out.events["t"]] == [Decimal("12.34"), Decimal("1.234")] or \
         out.rejected[0].code == E.DATA_NOT_REPRESENTABLE  # 1.234 has a digit past scale 2
     assert any(k.startswith("v") and '"scale": "3"' in k for k in debezium._SCHEMA_CACHE)
+
+
+def test_integral_json_numbers_into_integer_columns():
+    c = cfg({"i": "int"})
+    for text, want in ((b"3.0", 3), (b"0E+999999", 0), (b"-0.0", 0), (b"1E+3", 1000)):
+        assert one(c, b'{"op":"c","after":{"id":1,"i":' + text + b"}}")["i"] == want
+    for text in (b"3.5", b"1E+10", b"1E+999999"):
+        assert code(c, b'{"op":"c","after":{"id":1,"i":' + text + b"}}") == E.DATA_NOT_REPRESENTABLE
