@@ -339,6 +339,8 @@ def _old_key_header(headers: Any, table: TableConfig, plans: _Plans) -> tuple | 
         return None
     found = None
     for h in headers:
+        if isinstance(h, dict):  # Spark's Kafka source (includeHeaders): {"key": name, "value": bytes}
+            h = (h.get("key"), h.get("value"))
         if isinstance(h, (list, tuple)) and len(h) == 2 and h[0] == OLD_KEY_HEADER:
             found = h
     if found is None or found[1] is None:
@@ -450,7 +452,11 @@ def _text(b: Any) -> str | None:
 
 
 def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
-    """Records are (topic, partition, offset, key, value[, headers]); events come out in log order."""
+    """Records are (topic, partition, offset, key, value[, headers]); events come out in log order.
+
+    ``headers``: a list of (name, bytes) pairs, or of {"key", "value"} structs as Spark's Kafka
+    source gives them with ``includeHeaders``; only ``__debezium.oldkey`` is read.
+    """
     out = DecodedBatch(events={t.name: [] for t in cfg.tables}, rejected=[])
     recs = list(records)
     try:

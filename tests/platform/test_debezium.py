@@ -192,6 +192,9 @@ def test_primary_key_change_carries_old_key_from_header():
     wrapped_key = b'{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}]},"payload":{"id":1}}'
     (c2,) = decode_batch(CFG, [recs[2][:5] + ([("__debezium.oldkey", wrapped_key)],)]).events["items"]
     assert c2.old_key == (1,)
+    spark_style = [{"key": "__debezium.oldkey", "value": b'{"id":1}'}, {"key": "x", "value": None}]
+    (c3,) = decode_batch(CFG, [recs[2][:5] + (spark_style,)]).events["items"]
+    assert c3.old_key == (1,)
     assert decode_batch(CFG, [recs[2][:5] + ([("__debezium.oldkey", b"{oops")],)]).rejected[0].code == E.DATA_MISSING_KEY
 
 
