@@ -1,6 +1,6 @@
 """One Debezium field value -> the Python value of its declared column type, exactly or not at all.
 
-Two steps. ``source_value`` reads a JSON value as what the source database held, guided by
+Two steps. ``from_schema`` / ``from_modes`` read a JSON value as what the source database held, guided by
 the field's Connect schema when the record carries one (``name`` first, then ``type``) and
 otherwise by the table's ``decimal_mode`` / ``time_mode`` (Debezium's
 ``decimal.handling.mode`` / ``time.precision.mode``). The result is one of: bool, int,
@@ -397,7 +397,7 @@ def time_text(ns: int) -> str:
 
 
 def fit(v: Any, typ: str, what: str) -> Any:
-    """A source value (see ``source_value``) as the declared type's Python value, or Bad."""
+    """A source value (see ``from_schema`` / ``from_modes``) as the declared type's Python value, or Bad."""
     if typ in INT_RANGE:
         if isinstance(v, bool):
             raise _wrong(what, v, typ)
