@@ -146,3 +146,150 @@ def dense_growth_stream(n: int = 60, per_batch: int = 36, deletes: tuple = (1, 3
             ins.append((u, v, rng.randint(*cost)))
         out.append((ins, dels, now))
     return out
+
+
+def transit_stub(links: int = 200, seed: int = 0, transit: int = 4, stubs_per_transit: int = 3,
+                 stub_size: int = 8, costs: tuple = (50, 10, 2)) -> Graph:
+    """GT-ITM-style transit-stub topology (seed 002, Sec. 7): ``links`` bidirectional links.
+
+    One transit domain of ``transit`` nodes (a ring plus chords), ``stubs_per_transit`` stubs of
+    ``stub_size`` nodes hanging off each transit node by one link, every stub a random connected
+    graph. The seed's default is 4 / 3 / 8: 100 nodes and ~200 bidirectional links = ~400 link
+    tuples; ``links=400`` is its dense 800-link-tuple variant (stubs made complete first, then extra
+    stub–stub links inside a transit node's group and extra stub–transit links). Latency costs:
+    transit–transit 50, transit–stub 10, intra-stub 2 (extra stub–stub links 10). Every link is
+    returned in both directions, so the graph is strongly connected.
+    """
+    rng = random.Random(seed)
+    c_tt, c_ts, c_ss = costs
+    und: dict = {}
+
+    def add(u, v, c):
+        if u != v and (u, v) not in und and (v, u) not in und:
+            und[(u, v)] = c
+            return True
+        return False
+
+    T = list(range(transit))
+    for i in T:
+        add(T[i], T[(i + 1) % transit], c_tt)
+    stubs = []  # (transit node, [members])
+    nxt = transit
+    for t in T:
+        for _ in range(stubs_per_transit):
+            members = list(range(nxt, nxt + stub_size))
+            nxt += stub_size
+            stubs.append((t, members))
+            add(t, members[0], c_ts)
+            for k in range(1, stub_size):  # random spanning tree
+                add(members[k], members[rng.randrange(k)], c_ss)
+    chords = [(a, b) for a in T for b in T if a < b]
+    rng.shuffle(chords)
+    for a, b in chords[: max(0, min(len(chords), links // 40))]:
+        add(a, b, c_tt)
+    intra = [(u, v) for _, ms in stubs for i, u in enumerate(ms) for v in ms[i + 1:]]
+    rng.shuffle(intra)
+    for u, v in intra:
+        if len(und) >= links:
+            break
+        add(u, v, c_ss)
+    by_t: dict = {}
+    for t, ms in stubs:
+        by_t.setdefault(t, []).append(ms)
+    tries = 0
+    while len(und) < links and tries < 100 * links:
+        tries += 1
+        t = rng.choice(T)
+        if rng.random() < 0.5 and len(by_t[t]) > 1:
+            a, b = rng.sample(by_t[t], 2)
+            add(rng.choice(a), rng.choice(b), c_ts)
+        else:
+            add(rng.choice(rng.choice(by_t[t])), t, c_ts)
+    edges = [(u, v, c) for (u, v), c in und.items()] + [(v, u, c) for (u, v), c in und.items()]
+    n = nxt
+    pairs = list(und.items())
+
+    def sampler(r: random.Random):
+        (u, v), c = r.choice(pairs)
+        return (u, v, c) if r.random() < 0.5 else (v, u, c)
+
+    return Graph(f"transit-stub(n={n},links={len(edges)})", edges, n, sampler)
+
+
+def strongly_connected(n: int, m: int, seed: int = 0, cost: tuple = (1, 10)) -> Graph:
+    """A random strongly connected digraph: a random Hamiltonian cycle plus m - n random arcs."""
+    rng = random.Random(seed)
+    order = list(range(n))
+    rng.shuffle(order)
+    arcs = {(order[i], order[(i + 1) % n]) for i in range(n)}
+    while len(arcs) < m:
+        u, v = rng.randrange(n), rng.randrange(n)
+        if u != v:
+            arcs.add((u, v))
+    edges = [(u, v, rng.randint(*cost)) for u, v in sorted(arcs)]
+
+    def sampler(r: random.Random):
+        u, v = r.randrange(n), r.randrange(n)
+        while u == v:
+            v = r.randrange(n)
+        return (u, v, r.randint(*cost))
+
+    return Graph(f"strongly-connected(n={n},m={len(edges)})", edges, n, sampler)
+
+
+def road_network(n_edges: int, seed: int = 0, town: int = 8, streets: int = 12, depth: int = 2,
+                 cost: tuple = (1, 10)) -> Graph:
+    """Road-like sparse graph with one giant (weakly) connected component.
+
+    Towns of ``town`` vertices joined by ``streets`` two-way streets (a random spanning tree plus
+    extras: strongly connected, several routes per pair); each town but the first has a one-way
+    highway from a random vertex to a random vertex of a parent town, parents drawn among towns
+    less than ``depth`` highways from the first one. Every vertex is connected to every other
+    (ignoring direction), but a vertex reaches only its town and the towns on its way to the
+    root, so the closure is ~town * (depth + 1) rows per vertex: a strongly connected sparse graph
+    of this size would have a closure of n^2 (10^9 rows at 3*10^4 vertices), beyond memory here.
+    """
+    rng = random.Random(seed)
+    per_town = 2 * streets + 1
+    n_towns = max(1, n_edges // per_town)
+    edges = []
+    level = [0] * n_towns
+    shallow = [0]
+    for t in range(n_towns):
+        base = t * town
+        und = set()
+        for k in range(1, town):
+            und.add((base + k, base + rng.randrange(k)))
+        while len(und) < streets:
+            u, v = base + rng.randrange(town), base + rng.randrange(town)
+            if u != v and (u, v) not in und and (v, u) not in und:
+                und.add((u, v))
+        for u, v in und:
+            c = rng.randint(*cost)
+            edges += [(u, v, c), (v, u, c)]
+        if t:
+            p = rng.choice(shallow)
+            level[t] = level[p] + 1
+            if level[t] < depth:
+                shallow.append(t)
+            edges.append((base + rng.randrange(town), p * town + rng.randrange(town), rng.randint(*cost) * 5))
+    n = n_towns * town
+    live = {(u, v) for u, v, _ in edges}
+
+    def sampler(r: random.Random):  # a new street inside a town (keeps the closure's shape)
+        base = r.randrange(n_towns) * town
+        u, v = base + r.randrange(town), base + r.randrange(town)
+        while u == v:
+            v = base + r.randrange(town)
+        return (u, v, r.randint(*cost))
+
+    return Graph(f"road(n={n},m={len(edges)})", edges, n, sampler)
+
+
+def delete_one_at_a_time(graph: Graph, n_deletes: int, seed: int = 0, start: int = 1) -> list:
+    """The seed's deletion stream: after loading every link, delete ``n_deletes`` random links,
+    one per batch ``([], [(src, dst)], now)``."""
+    rng = random.Random(seed)
+    keys = [(u, v) for u, v, _ in graph.edges]
+    rng.shuffle(keys)
+    return [([], [k], start + i) for i, k in enumerate(keys[:n_deletes])]
