@@ -305,8 +305,10 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         p.capture_version = sink.latest_version(spark, lake.mirror(p.table))
         p.boundaries = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
     reg = Registration(name, sql, parts, mode, sink.utcnow())
+    _fault("register.begin", -1)  # the kill campaign times kills into the writes below
     append_registration(spark, lake, reg)
     if capture and reg.captured:
+        _fault("register.capture", -1)
         q = QueryState(reg)
         versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
         q.capture(spark, lake, cfg, versions)
@@ -708,7 +710,9 @@ class SketchStreamMaintainer:
         snap = [q for q in self.queries.values() if q.ready() and (q in new or self.batches_since_snapshot
                                                                      >= self.snapshot_every)]
         if snap:
+            _fault("sketch.state.begin", ctx.batch_id)
             write_snapshots(spark, lake, snap, ctx.batch_id, f"{app}:state")
+            _fault("sketch.state", ctx.batch_id)
             if self.batches_since_snapshot >= self.snapshot_every:
                 self.batches_since_snapshot = 0
         ctx.metrics[self.name] = {
