@@ -1,23 +1,33 @@
-"""Benchmark of the recursive views: absorption provenance (lazy MinShip) vs DRed vs recomputation.
+"""Benchmark of the recursive views on connected graphs: absorption (lazy / eager) vs DRed vs recomputation.
 
-For every graph shape (random small components, scale-free layered DAG), size (10^3..10^5 edges)
-and view (reachable, shortest paths) it loads the graph in one batch, then replays a stream of
-single-operation batches (deletes, inserts, inserts with an expiry that fires a few ticks later)
-and measures the wall time per update, the derivations and the tuples shipped between the
-simulated nodes (8 by default, partitioned on the first attribute). Recomputation is timed on the
-first few updates only (it is the slow one). After the stream, the incremental methods must agree
-row for row, and recomputation must agree with DRed at the same point; otherwise the run fails.
+Workloads (issue 17), each for reachability and shortest paths:
 
-    .venv/bin/python bench/recursive.py [--quick] [--updates N] [--nodes K]
+* ``dense60``: a random digraph on 60 vertices grown by 36 arcs per batch with 1-3 deletions per
+  batch up to 420 arcs (closure ~3,600 pairs, each through very many paths), 1 simulated node;
+* ``ts400`` / ``ts800``: the seed's GT-ITM transit-stub topology (100 nodes, 400 link tuples) and its
+  dense 800-link-tuple variant, 12 simulated nodes: all links loaded, then links deleted one at a
+  time (the seed's Sec. 7.3 stream);
+* ``sc100``: a random strongly connected digraph (100 vertices, 600 arcs), mixed stream of inserts,
+  deletes and expiring inserts, 12 nodes;
+* ``road``: a road-like sparse graph (~10^5 arcs, one giant weakly connected component), mixed stream.
 
-Writes bench/results/recursive.md (table) and bench/results/recursive.png (plot).
+Every (workload, view, method) runs in its own forked process with a time limit, so a method
+that blows up (eager on dense graphs) is reported as "did not finish" with the time it was given,
+and peak memory is that run's own. Recomputation replays only the first few batches. Rows of every
+finished method are compared with DRed at the same point; a mismatch fails the run.
+
+    .venv/bin/python bench/recursive.py [--quick] [--only NAME,...] [--limit-s S]
+
+Writes bench/results/recursive.md, recursive.json and recursive.png.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
+import multiprocessing as mp
 import os
+import resource
 import statistics
 import sys
 import time
@@ -32,152 +42,219 @@ from operators.recursive import (  # noqa: E402
     RecomputeShortestPathView,
     ShortestPathView,
 )
-from operators.recursive.workloads import random_components, scale_free_dag, update_stream  # noqa: E402
+from operators.recursive.workloads import (  # noqa: E402
+    delete_one_at_a_time,
+    dense_growth_stream,
+    road_network,
+    strongly_connected,
+    transit_stub,
+    update_stream,
+)
 
-VIEWS = {
-    "reachable": {"absorption": ReachabilityView, "dred": DRedReachabilityView,
-                  "recompute": RecomputeReachabilityView},
-    "shortest": {"absorption": ShortestPathView, "dred": DRedShortestPathView,
-                 "recompute": RecomputeShortestPathView},
-}
-GRAPHS = {
-    "random": lambda m, seed: random_components(m, seed, comp_size=8, comp_edges=10),
-    "scale-free": lambda m, seed: scale_free_dag(m, seed, layers=4, out_deg=2),
-}
+METHODS = ("lazy", "eager", "dred", "recompute")
+VIEWS = ("reachable", "shortest")
 
 
-def run_one(cls, nodes, graph, stream, n_updates, checkpoint=None):
-    """Load, replay ``n_updates`` batches; returns (view, figures, rows after ``checkpoint`` updates)."""
-    view = cls(nodes=nodes)
-    t0 = time.perf_counter()
-    view.apply(graph.edges, now=0)
-    load_s = time.perf_counter() - t0
-    s0 = view.stats()
-    times, kinds, at_checkpoint = [], [], None
-    for k, (ins, dels, now) in enumerate(stream[:n_updates]):
-        if k == checkpoint:
-            at_checkpoint = view.rows()
-        t = time.perf_counter()
-        view.apply(ins, dels, now=now)
-        times.append(time.perf_counter() - t)
-        kinds.append("del" if dels else "ins")
-    if checkpoint is not None and at_checkpoint is None:
-        at_checkpoint = view.rows()
-    s1 = view.stats()
-    per = lambda k: (s1.get(k, 0) - s0.get(k, 0)) / max(len(times), 1)  # noqa: E731
-    dels = [t for t, k in zip(times, kinds) if k == "del"]
-    return view, at_checkpoint, {
-        "load_s": load_s,
-        "rows": s1["rows"],
-        "load_shipped": s0.get("tuples_shipped", 0),
-        "updates": len(times),
-        "mean_ms": 1000 * statistics.fmean(times),
-        "median_ms": 1000 * statistics.median(times),
-        "del_ms": 1000 * statistics.fmean(dels) if dels else float("nan"),
-        "deriv_per_update": per("derivations"),
-        "shipped_per_update": per("tuples_shipped"),
-        "bytes_per_update": per("prov_bytes_shipped"),
-        "bcast_per_update": per("deletion_broadcasts"),
-        "delmsg_per_update": per("deletion_messages"),
+def make_view(view: str, method: str, nodes):
+    if method in ("lazy", "eager"):
+        cls = ReachabilityView if view == "reachable" else ShortestPathView
+        return cls(nodes=nodes, ship=method)
+    table = {("reachable", "dred"): DRedReachabilityView, ("reachable", "recompute"): RecomputeReachabilityView,
+             ("shortest", "dred"): DRedShortestPathView, ("shortest", "recompute"): RecomputeShortestPathView}
+    return table[(view, method)](nodes=nodes)
+
+
+def workloads(quick: bool, road_edges: int) -> dict:
+    """name -> (description, nodes, load edges, stream, batches replayed by recomputation)."""
+    ts400, ts800 = transit_stub(200, seed=7), transit_stub(400, seed=7)
+    sc = strongly_connected(100, 600, seed=7)
+    road = road_network(road_edges, seed=7)
+    n_del = 15 if quick else 40
+    return {
+        "dense60": ("60 vertices, +36 arcs/batch, 1-3 deletes/batch, to 420 arcs", 1, [],
+                    dense_growth_stream(seed=1), 13),
+        "ts400": (f"{ts400.name}: load, then {n_del} links deleted one at a time", 12, ts400.edges,
+                  delete_one_at_a_time(ts400, n_del, seed=8), 3),
+        "ts800": (f"{ts800.name}: load, then {n_del} links deleted one at a time", 12, ts800.edges,
+                  delete_one_at_a_time(ts800, n_del, seed=8), 3),
+        "sc100": (f"{sc.name}: mixed inserts/deletes/expiring inserts", 12, sc.edges,
+                  update_stream(sc, 20 if quick else 60, seed=8), 3),
+        "road": (f"{road.name}: mixed inserts/deletes/expiring inserts", 12, road.edges,
+                 update_stream(road, 20 if quick else 60, seed=8), 2),
     }
+
+
+def run_one(view, method, nodes, load, stream, n_batches, conn) -> None:
+    """Child process: load, replay, send figures and the final rows back."""
+    v = make_view(view, method, nodes)
+    t0 = time.perf_counter()
+    if load:
+        v.apply(load, now=0)
+    load_s = time.perf_counter() - t0
+    s0 = v.stats()
+    times = []
+    for ins, dels, now in stream[:n_batches]:
+        t = time.perf_counter()
+        v.apply(ins, dels, now=now)
+        times.append(time.perf_counter() - t)
+        conn.send(("progress", len(times), times[-1]))
+    s1 = v.stats()
+    per = lambda k: (s1.get(k, 0) - s0.get(k, 0)) / max(len(times), 1)  # noqa: E731
+    conn.send(("done", {
+        "load_s": load_s, "batches": len(times), "rows": s1["rows"],
+        "mean_ms": 1000 * statistics.fmean(times), "max_ms": 1000 * max(times),
+        "shipped_per_batch": per("tuples_shipped"), "prov_bytes_per_batch": per("prov_bytes_shipped"),
+        "delmsg_per_batch": per("deletion_messages"), "load_shipped": s0.get("tuples_shipped", 0),
+        "state_entries": s1["state_entries"], "bdd_nodes": s1.get("bdd_nodes", 0),
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }, sorted(map(repr, v.rows().items() if isinstance(v.rows(), dict) else v.rows()))))
+
+
+def measure(view, method, nodes, load, stream, n_batches, limit_s):
+    parent, child = mp.Pipe(duplex=False)
+    p = mp.get_context("fork").Process(target=run_one, args=(view, method, nodes, load, stream, n_batches, child))
+    t0 = time.perf_counter()
+    p.start()
+    child.close()
+    done, rows, last = None, None, (0, 0.0)
+    while time.perf_counter() - t0 < limit_s:
+        if parent.poll(1.0):
+            try:
+                msg = parent.recv()
+            except EOFError:
+                break
+            if msg[0] == "progress":
+                last = msg[1:]
+            else:
+                done, rows = msg[1], msg[2]
+                break
+    if done is None:
+        p.kill()
+    p.join()
+    if done is None:
+        return {"dnf": True, "limit_s": limit_s, "batches": last[0], "last_batch_ms": 1000 * last[1]}, None
+    return done, rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="10^3 and 10^4 edges, fewer updates")
-    ap.add_argument("--updates", type=int, default=300, help="updates replayed per incremental run")
-    ap.add_argument("--recompute-updates", type=int, default=5, help="updates timed for recomputation")
-    ap.add_argument("--nodes", type=int, default=8, help="simulated partitions")
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="shorter streams, road graph at 5*10^3 arcs")
+    ap.add_argument("--only", default="", help="comma-separated workload names")
+    ap.add_argument("--limit-s", type=float, default=60.0, help="time limit per run (eager is cut there)")
+    ap.add_argument("--eager-limit-s", type=float, default=20.0, help="time limit of eager runs")
+    ap.add_argument("--road-edges", type=int, default=None,
+                    help="arcs of the road graph (default 10^4; 10^5 needs ~15 min of load per method)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     args = ap.parse_args()
-    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-    n_upd = min(args.updates, 100) if args.quick else args.updates
-    steps = [(g, m, v) for g in GRAPHS for m in sizes for v in VIEWS]
+    road_edges = args.road_edges or (5_000 if args.quick else 10_000)
+    wls = workloads(args.quick, road_edges)
+    names = [n for n in wls if not args.only or n in args.only.split(",")]
     results = []
     started = time.perf_counter()
-    for i, (gname, m, vname) in enumerate(steps, 1):
-        graph = GRAPHS[gname](m, args.seed)
-        stream = update_stream(graph, n_upd, seed=args.seed + 1, start=1)
-        row = {"graph": gname, "edges": len(graph.edges), "view": vname}
-        inc, dred = VIEWS[vname]["absorption"], VIEWS[vname]["dred"]
-        R = args.recompute_updates
-        va, _, ra = run_one(inc, args.nodes, graph, stream, n_upd)
-        rows_a = va.rows()
-        del va
-        gc.collect()
-        vd, check_point, rd = run_one(dred, args.nodes, graph, stream, n_upd, checkpoint=R)
-        rows_d = vd.rows()
-        del vd
-        gc.collect()
-        vr, rows_r, rr = run_one(VIEWS[vname]["recompute"], args.nodes, graph, stream, R, checkpoint=R)
-        del vr
-        gc.collect()
-        if rows_r != check_point:
-            raise SystemExit(f"recompute disagrees with DRed on {gname}/{m}/{vname}")
-        if rows_a != rows_d:
-            raise SystemExit(f"absorption disagrees with DRed on {gname}/{m}/{vname}")
-        for method, r in (("absorption", ra), ("dred", rd), ("recompute", rr)):
-            results.append({**row, "method": method, **r})
-        speed = rr["mean_ms"] / ra["mean_ms"]
-        print(f"[{i}/{len(steps)}] {gname:10s} m={len(graph.edges):>6} {vname:9s} rows={ra['rows']:>7} "
-              f"load a/d/r={ra['load_s']:.1f}/{rd['load_s']:.1f}/{rr['load_s']:.1f}s  "
-              f"ms/update a={ra['mean_ms']:.2f} d={rd['mean_ms']:.2f} r={rr['mean_ms']:.0f} "
-              f"(x{speed:.0f})  shipped/update a={ra['shipped_per_update']:.1f} "
-              f"d={rd['shipped_per_update']:.1f}  [{time.perf_counter() - started:.0f}s]", flush=True)
+    for name in names:
+        desc, nodes, load, stream, n_rec = wls[name]
+        for view in VIEWS:
+            got = {}
+            for method in METHODS:
+                if name == "road" and method == "eager":
+                    continue  # closure of ~7*10^5 rows: eager's load alone exceeds any limit here
+                n = n_rec if method == "recompute" else len(stream)
+                limit = args.eager_limit_s if method == "eager" else args.limit_s * (4 if name == "road" else 1)
+                r, rows = measure(view, method, nodes, load, stream, n, limit)
+                got[method] = (r, rows, n)
+                results.append({"workload": name, "desc": desc, "nodes": nodes, "view": view, "method": method, **r})
+                tag = "DNF" if r.get("dnf") else f"{r['mean_ms']:.1f} ms/batch (max {r['max_ms']:.0f})"
+                print(f"{name:8s} {view:9s} {method:9s} {tag}  [{time.perf_counter() - started:.0f}s]", flush=True)
+            _check(name, view, got, wls[name], nodes)
     os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "recursive.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
     write_md(results, args, os.path.join(args.out, "recursive.md"))
     plot(results, os.path.join(args.out, "recursive.png"))
-    print(f"wrote {args.out}/recursive.md and recursive.png in {time.perf_counter() - started:.0f}s")
+    print(f"wrote {args.out}/recursive.md, .json, .png in {time.perf_counter() - started:.0f}s")
+
+
+def _check(name, view, got, wl, nodes) -> None:
+    """Finished incremental methods agree with DRed at the end; recomputation at its own point."""
+    dred = got["dred"]
+    if dred[1] is None:
+        raise SystemExit(f"{name}/{view}: DRed did not finish")
+    for m in ("lazy", "eager"):
+        if got.get(m) and got[m][1] is not None and got[m][1] != dred[1]:
+            raise SystemExit(f"{name}/{view}: {m} disagrees with DRed")
+    rec = got["recompute"]
+    if rec[1] is not None:
+        _, _, load, stream, _ = wl
+        d = make_view(view, "dred", nodes)
+        if load:
+            d.apply(load, now=0)
+        for ins, dels, now in stream[:rec[2]]:
+            d.apply(ins, dels, now=now)
+        rows = d.rows()
+        if sorted(map(repr, rows.items() if isinstance(rows, dict) else rows)) != rec[1]:
+            raise SystemExit(f"{name}/{view}: recomputation disagrees with DRed")
+
+
+def _fmt(r, key, f="{:.1f}"):
+    return "—" if r.get("dnf") else f.format(r[key])
 
 
 def write_md(results, args, path) -> None:
-    by = {(r["graph"], r["edges"], r["view"], r["method"]): r for r in results}
+    by = {(r["workload"], r["view"], r["method"]): r for r in results}
     lines = [
-        "# Recursive views: absorption provenance vs DRed vs recomputation",
+        "# Recursive views on connected graphs: absorption provenance vs DRed vs recomputation",
         "",
-        f"`bench/recursive.py{' --quick' if args.quick else ''}` — {args.nodes} simulated nodes "
-        f"(partitioned on the first attribute, in one process), seed {args.seed}. Each graph is "
-        "loaded in one batch, then single-operation batches are replayed: ~40% deletions of live "
-        "edges, ~40% insertions, ~20% insertions with an expiry 1–5 ticks later (expirations fire "
-        "inside later batches). Absorption = lazy MinShip. Recomputation is timed on the first "
-        f"{args.recompute_updates} updates. Shapes: *random* = disjoint random digraphs of 8 vertices "
-        "and 10 arcs (cycles, several witnesses per tuple); *scale-free* = 4-layer DAG, out-degree 2, "
-        "targets by preferential attachment (hubs); both keep the closure linear in the edges.",
+        f"`bench/recursive.py{' --quick' if args.quick else ''}` (issue 17). Each run is its own process "
+        f"limited to {args.limit_s:.0f} s ({4 * args.limit_s:.0f} s on the road graph, {args.eager_limit_s:.0f} s "
+        "for eager); *DNF* = cut at the "
+        "limit (batches done before). Absorption *lazy* = lazy MinShip (the default), *eager* = MinShip "
+        "flushed every round (complete PosBool formulas). Simulated nodes partition on the first "
+        "attribute; *tuples shipped* = data tuples crossing nodes (edge copies, join outputs, re-ships; "
+        "DRed's over-deletions and re-derivations); *deletion msgs* = dead-variable messages routed "
+        "along the channels that shipped them (DRed has none). *state* = entries in operator tables "
+        "(view, join sides, MinShip, AggSel); *BDD nodes* = live+garbage nodes of the manager at the "
+        "end; *peak MB* = the run's peak RSS. Recomputation replays only the first batches.",
         "",
-        "Columns: *rows* = view size at the end of the method's stream (recomputation stops early); "
-        "*tuples shipped* = data tuples crossing simulated nodes (edge copies, join outputs, DRed's "
-        "over-deletions and re-derivations); *deletion msgs* = control messages carrying a dead "
-        "variable (12 bytes), if routed along the channels that shipped it / if broadcast to all nodes "
-        "(DRed has none: its deletions are data tuples).",
-        "",
-        "| graph | edges | view | rows | method | load s | ms/update (mean) | ms/delete | "
-        "speed-up vs recompute | derivations/update | tuples shipped/update | prov bytes/update | "
-        "deletion msgs/update path / broadcast | load tuples shipped |",
-        "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in results:
-        rec = by[(r["graph"], r["edges"], r["view"], "recompute")]
-        lines.append(
-            f"| {r['graph']} | {r['edges']} | {r['view']} | {r['rows']} | {r['method']} | "
-            f"{r['load_s']:.2f} | {r['mean_ms']:.3f} | {r['del_ms']:.3f} | "
-            f"{rec['mean_ms'] / r['mean_ms']:.1f}× | {r['deriv_per_update']:.1f} | "
-            f"{r['shipped_per_update']:.1f} | {r['bytes_per_update']:.0f} | "
-            f"{r['delmsg_per_update']:.1f} / {r['bcast_per_update']:.1f} | {r['load_shipped']} |")
-    lines += ["", "Targets:", ""]
-    for g in sorted({r["graph"] for r in results}):
-        for v in sorted({r["view"] for r in results}):
-            big = max(r["edges"] for r in results if r["graph"] == g)
-            a, rc = by[(g, big, v, "absorption")], by[(g, big, v, "recompute")]
-            lines.append(f"- {g}/{v} at {big} edges: absorption {rc['mean_ms'] / a['mean_ms']:.0f}× "
-                         f"faster per update than recomputation.")
-    fewer = [(r, by[(r["graph"], r["edges"], r["view"], "dred")]) for r in results if r["method"] == "absorption"]
-    ok = sum(a["shipped_per_update"] < d["shipped_per_update"] for a, d in fewer)
-    lines.append(f"- Tuples shipped per update, absorption < DRed on {ok}/{len(fewer)} workloads.")
-    for label, key in (("path-routed", "delmsg_per_update"), ("broadcast", "bcast_per_update")):
-        ok = sum(a["shipped_per_update"] + a[key] < d["shipped_per_update"] for a, d in fewer)
-        lines.append(f"- Counting {label} deletion messages too (tuples + messages per update), "
-                     f"absorption < DRed on {ok}/{len(fewer)} workloads.")
+    for name in dict.fromkeys(r["workload"] for r in results):
+        first = next(r for r in results if r["workload"] == name)
+        lines += [f"## {name}: {first['desc']} ({first['nodes']} simulated node{'s' if first['nodes'] != 1 else ''})", "",
+                  "| view | method | batches | load s | ms/batch mean | ms/batch max | tuples shipped/batch | "
+                  "prov bytes/batch | deletion msgs/batch | rows | state | BDD nodes | peak MB |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for view in VIEWS:
+            for m in METHODS:
+                r = by.get((name, view, m))
+                if r is None:
+                    continue
+                if r.get("dnf"):
+                    lines.append(f"| {view} | {m} | DNF after {r['batches']} in {r['limit_s']:.0f} s "
+                                 f"(last {r['last_batch_ms']:.0f} ms) | | | | | | | | | | |")
+                    continue
+                lines.append(
+                    f"| {view} | {m} | {r['batches']} | {r['load_s']:.2f} | {r['mean_ms']:.1f} | {r['max_ms']:.0f} | "
+                    f"{r['shipped_per_batch']:.1f} | {r['prov_bytes_per_batch']:.0f} | {r['delmsg_per_batch']:.1f} | "
+                    f"{r['rows']} | {r['state_entries']} | {r['bdd_nodes']} | {r['peak_mb']:.0f} |")
+        lines.append("")
+    lines += ["## Goals", ""]
+    for view in VIEWS:
+        r = by.get(("dense60", view, "lazy"))
+        if r and not r.get("dnf"):
+            lines.append(f"- dense60 {view} (lazy): max {r['max_ms']:.0f} ms per batch, peak {r['peak_mb']:.0f} MB "
+                         f"(goal < 1000 ms, bounded memory).")
+    for name in ("ts400", "ts800"):
+        for view in VIEWS:
+            a, d = by.get((name, view, "lazy")), by.get((name, view, "dred"))
+            if a and d and not a.get("dnf"):
+                lines.append(f"- {name} {view}: lazy ships {d['shipped_per_batch'] / max(a['shipped_per_batch'], 1e-9):.1f}× "
+                             f"fewer tuples per deletion than DRed ({a['shipped_per_batch']:.0f} vs "
+                             f"{d['shipped_per_batch']:.0f}); wall time per deletion {a['mean_ms']:.1f} vs "
+                             f"{d['mean_ms']:.1f} ms ({'faster' if a['mean_ms'] < d['mean_ms'] else 'slower'} than DRed).")
+    for view in VIEWS:
+        a, rc = by.get(("road", view, "lazy")), by.get(("road", view, "recompute"))
+        if a and rc and not a.get("dnf") and not rc.get("dnf"):
+            lines.append(f"- road {view}: lazy {rc['mean_ms'] / a['mean_ms']:.0f}× faster per update than "
+                         f"recomputation ({a['mean_ms']:.1f} vs {rc['mean_ms']:.0f} ms).")
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -188,26 +265,33 @@ def plot(results, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    graphs = sorted({r["graph"] for r in results})
-    views = sorted({r["view"] for r in results})
-    fig, axes = plt.subplots(2, len(graphs), figsize=(6 * len(graphs), 8), squeeze=False)
-    style = {"absorption": "o-", "dred": "s--", "recompute": "^:"}
-    for j, g in enumerate(graphs):
-        for v in views:
-            for method in ("absorption", "dred", "recompute"):
-                pts = sorted((r["edges"], r["mean_ms"], r["shipped_per_update"]) for r in results
-                             if r["graph"] == g and r["view"] == v and r["method"] == method)
-                xs = [p[0] for p in pts]
-                axes[0][j].plot(xs, [p[1] for p in pts], style[method], label=f"{v} / {method}")
-                axes[1][j].plot(xs, [max(p[2], 0.01) for p in pts], style[method], label=f"{v} / {method}")
-        axes[0][j].set(xscale="log", yscale="log", title=f"{g}: time per update", xlabel="edges", ylabel="ms")
-        axes[1][j].set(xscale="log", yscale="log", title=f"{g}: tuples shipped per update",
-                       xlabel="edges", ylabel="tuples")
-        for ax in (axes[0][j], axes[1][j]):
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    names = list(dict.fromkeys(r["workload"] for r in results))
+    fig, axes = plt.subplots(2, len(names), figsize=(3.6 * len(names), 7), squeeze=False)
+    colors = {"lazy": "tab:blue", "eager": "tab:orange", "dred": "tab:green", "recompute": "tab:red"}
+    for j, name in enumerate(names):
+        for i, (key, label) in enumerate((("mean_ms", "ms per batch"), ("shipped_per_batch", "tuples shipped per batch"))):
+            ax = axes[i][j]
+            xs, hs, cs, ticks = [], [], [], []
+            for k, view in enumerate(VIEWS):
+                for m_i, m in enumerate(METHODS):
+                    r = next((r for r in results if (r["workload"], r["view"], r["method"]) == (name, view, m)), None)
+                    if r is None:
+                        continue
+                    x = k * 5 + m_i
+                    xs.append(x)
+                    hs.append(0 if r.get("dnf") else max(r[key], 0.01))
+                    cs.append(colors[m])
+                    if r.get("dnf"):
+                        ax.text(x, 0.02, "DNF", rotation=90, ha="center", va="bottom", fontsize=7)
+            ax.bar(xs, hs, color=cs)
+            ax.set_yscale("log")
+            ax.set_xticks([1.5, 6.5], ["reachable", "shortest"])
+            ax.set_title(f"{name}: {label}", fontsize=9)
+            ax.grid(True, axis="y", which="both", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+    fig.legend(handles, list(colors), loc="lower center", ncol=4)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
