@@ -25,6 +25,7 @@ def test_kills_inside_commits_and_a_sigterm_lose_and_double_nothing(kafka_broker
     for p in points:
         run = c.kill_at(p)
         assert run.landed, f"{p} did not land (exit {run.code}):\n{run.out[-3000:]}"
+    c.send(40, 30)  # two more batches: the SIGTERM comes after the first of them
     stop = c.next_batch()
     term = c.sigterm_between_batches(stop)
     assert term.landed and term.code == 0, term.out[-3000:]
