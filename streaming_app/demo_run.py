@@ -10,6 +10,7 @@ the quarantine. Prints a line per batch, the Spark UI URL and a summary.
 from __future__ import annotations
 
 import dataclasses
+import random
 import shutil
 import subprocess
 import threading
@@ -34,6 +35,39 @@ def tpch_subset(scale: float = 0.01) -> Path:
         subprocess.run([str(exe), "parquet", "-s", str(scale), f"--tables={','.join(TPCH_TABLES)}",
                         f"--output-dir={out}"], check=True, capture_output=True)
     return out
+
+
+class EdgeChanges:
+    """Seeded edge inserts, cost updates and deletes over a small vertex set (a graph dense
+    enough for triangles and long paths, small enough for the views to stay cheap)."""
+
+    def __init__(self, seed: int, vertices: int = 40, edges: int = 90):
+        self.rng = random.Random(seed)
+        self.vertices = vertices
+        self.live: dict[tuple[int, int], dict] = {}
+        while len(self.live) < edges:
+            self._insert()
+
+    def _insert(self) -> dict:
+        while True:
+            u, v = self.rng.sample(range(self.vertices), 2)
+            if (u, v) not in self.live:
+                row = {"src": u, "dst": v, "cost": float(self.rng.randrange(1, 10))}
+                self.live[(u, v)] = row
+                return row
+
+    def next(self) -> tuple[str, dict | None, dict | None]:
+        x = self.rng.random()
+        if len(self.live) < 20 or (x < 0.4 and len(self.live) < 120):  # stays near 90-120 edges
+            return "c", None, self._insert()
+        key = self.rng.choice(sorted(self.live))
+        before = self.live[key]
+        if x < 0.7:
+            after = dict(before, cost=float(self.rng.randrange(1, 10)))
+            self.live[key] = after
+            return "u", before, after
+        del self.live[key]
+        return "d", before, None
 
 
 def _stream_updates(cfg, prod: CdcProducer, gens: dict, rate: float, stop: threading.Event) -> None:
@@ -70,6 +104,43 @@ def _print_sketches(cfg) -> None:
               f"{r['n_fragments'] + 1} fragments, as of batch {r['batch_id']}")
 
 
+def _print_graph_outputs(cfg) -> int:
+    """The triangle count and the views against a recount from the edge mirror (networkx);
+    then every output table with its row count. 1 if a figure disagrees with its recount."""
+    import deltalake
+    import networkx as nx
+
+    from connectors.delta_sink import Lake
+
+    lake = Lake(cfg.lake_root)
+
+    def rows(path: str) -> list[dict]:
+        try:
+            return deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+        except Exception:  # noqa: BLE001 - not written (no batch reached it)
+            return []
+
+    edges = rows(lake.mirror("edges"))
+    g = nx.Graph((e["src"], e["dst"]) for e in edges if e["src"] != e["dst"])
+    want = sum(nx.triangles(g).values()) // 3
+    counts = [r for r in rows(lake.output("triangle_counts")) if r["graph"] == "social"]
+    got = max(counts, key=lambda r: r["batch_id"])["triangles"] if counts else 0
+    d = nx.DiGraph((e["src"], e["dst"]) for e in edges)
+    closure = {(x, y) for x in d for s in d.successors(x) for y in {s} | nx.descendants(d, s)}  # paths of length >= 1
+    reach = [r for r in rows(lake.output("reachability")) if r["view"] == "reach"]
+    routes = [r for r in rows(lake.output("shortest_paths")) if r["view"] == "routes"]
+    ok_t, ok_r = got == want, {(int(r["src"]), int(r["dst"])) for r in reach} == closure
+    print(f"triangles         {got} in graph 'social' ({len(edges)} edges; recount {want}: "
+          f"{'equal' if ok_t else 'DIFFERENT'})")
+    print(f"reachability      {len(reach)} pairs in view 'reach' (networkx closure {len(closure)}: "
+          f"{'equal' if ok_r else 'DIFFERENT'}); shortest_paths: {len(routes)} pairs in view 'routes'")
+    print("output tables     " + ", ".join(
+        f"{name} {len(rows(lake.output(name)))}" for name in
+        ("quarantine", "batches", "schema_changes", "registered_queries", "sketches", "sketch_deltas",
+         "triangle_counts", "reachability", "shortest_paths", "view_stats")))
+    return 0 if ok_t and ok_r else 1
+
+
 def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR / "kafka",
              rate: float = 200.0, ui: bool = True) -> int:
     from streaming_app.runner import run_job
@@ -92,6 +163,8 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
         data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
         for t in TPCH_TABLES:
             data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
+        edges = EdgeChanges(seed=7)
+        data["edges"] = list(edges.live.values())
         for name, rows in data.items():
             for row in rows:
                 prod.send(cfg.table(name), "r", None, row)
@@ -99,6 +172,7 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
         prod.flush()
         gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n])
                 for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
+        gens["edges"] = edges
         stop = threading.Event()
         feeder = threading.Thread(target=_stream_updates, args=(cfg, prod, gens, rate, stop), daemon=True)
         feeder.start()
@@ -119,7 +193,7 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
         print(f"records produced  {prod.sent}")
         print(f"lake              {cfg.lake_root}  (mirrors/, quarantine, batches, sketches)")
         _print_sketches(cfg)
-        return 0
+        return _print_graph_outputs(cfg)
     finally:
         if started_broker:
             broker.stop()
