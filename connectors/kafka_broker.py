@@ -20,10 +20,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.local_process import LOOPBACK, alive, cmdline, free_port, port_open, reap, tail
 from operators.errors import IvmError
 from streaming_app.jars import kafka_classpath
 
-LOOPBACK = "127.0.0.1"
 KAFKA_MAIN = "kafka.Kafka"
 # Bounded CDC history. A week and 1 GiB per partition hold every test, the demo and the
 # benches (the largest writes ~100 MB a partition) many times over; a job restarted from a
@@ -38,31 +38,10 @@ class BrokerError(IvmError):
     code = "IVM500"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((LOOPBACK, port)) == 0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); treat it as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 @dataclass
@@ -103,7 +82,7 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         """The recorded pid if it is alive and is this broker, else None."""
         pid = self.recorded_pid()
-        return pid if pid is not None and _alive(pid) and self._is_ours(pid) else None
+        return pid if pid is not None and alive(pid) and self._is_ours(pid) else None
 
     def _is_ours(self, pid: int) -> bool:
         return _is_broker(pid, self.config_file)
@@ -116,7 +95,7 @@ class EmbeddedBroker:
         pid = self.recorded_pid()
         if pid is None:
             why = "holds no pid"
-        elif not _alive(pid):
+        elif not alive(pid):
             why = f"names pid {pid}, which is not running"
         elif not self._is_ours(pid):
             why = (f"names pid {pid}, which is not this broker (not a {KAFKA_MAIN} JVM with "
@@ -179,7 +158,7 @@ class EmbeddedBroker:
         if running:
             self._wait_ready(timeout_s, running)
             return self
-        if _port_open(self.port):
+        if port_open(self.port):
             raise BrokerError(f"port {self.port} is already taken by another process; "
                               "choose another with --port")
         cport_file = self.home / "controller.port"
@@ -209,10 +188,10 @@ class EmbeddedBroker:
     def _wait_ready(self, timeout_s: float, pid: int) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not _alive(pid):
-                tail = _tail(self.home / "broker.out") + _tail(self.log_file)
-                raise BrokerError(f"Kafka broker (pid {pid}) exited during start-up:\n{tail}")
-            if _port_open(self.port) and self._metadata_ok():
+            if not alive(pid):
+                log_tail = tail(self.home / "broker.out") + tail(self.log_file)
+                raise BrokerError(f"Kafka broker (pid {pid}) exited during start-up:\n{log_tail}")
+            if port_open(self.port) and self._metadata_ok():
                 return
             time.sleep(0.5)
         raise BrokerError(f"Kafka broker on port {self.port} not ready after {timeout_s:.0f}s; "
@@ -242,40 +221,27 @@ class EmbeddedBroker:
             return False
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
-            _reap(pid)
+        while alive(pid) and time.monotonic() < deadline:
+            reap(pid)
             time.sleep(0.2)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+            reap(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def status(self) -> dict:
         pid = self.pid()
         return {"running": pid is not None, "pid": pid, "bootstrap": self.bootstrap,
-                "home": str(self.home), "ready": bool(pid and _port_open(self.port))}
+                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
 
 
-def _cmdline(pid: int) -> list[str] | None:
-    """A process's arguments, from /proc on Linux, else from ps; None if gone or unreadable."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-    except OSError:
-        if Path("/proc/self").exists():
-            return None  # gone, or not ours to read
-    try:
-        r = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.split() if r.returncode == 0 else None
 
 
 def _is_broker(pid: int, config_file: Path) -> bool:
     """True if ``pid`` runs Kafka's main class with ``config_file`` (compared as resolved paths,
     relative ones against the process's working directory)."""
-    args = _cmdline(pid)
+    args = cmdline(pid)
     if not args or KAFKA_MAIN not in args:
         return False
     try:
@@ -286,11 +252,6 @@ def _is_broker(pid: int, config_file: Path) -> bool:
     return any(os.path.realpath(os.path.join(cwd, a)) == want for a in args if a.endswith(".properties"))
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _cluster_id() -> str:
@@ -304,11 +265,6 @@ def _cluster_id() -> str:
             return cid
 
 
-def _tail(path: Path, n: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
-    except OSError:
-        return ""
 
 
 def unreachable(bootstrap: str, timeout_s: float = 3.0) -> str | None:

@@ -26,10 +26,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
 from operators.errors import ConfigError, IvmError
 from streaming_app.jars import connect_classpath
 
-LOOPBACK = "127.0.0.1"
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
@@ -44,34 +44,10 @@ class ConnectorFailed(ConnectError):
     code = "IVM521"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
 
 
-def _port_open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((LOOPBACK, port)) == 0
 
 
 @dataclass
@@ -114,9 +90,9 @@ class EmbeddedConnect:
 
     def _is_ours(self, pid: int) -> bool:
         """A live JVM running ConnectDistributed with our properties file (not a reused pid)."""
-        if not _alive(pid):
+        if not alive(pid):
             return False
-        args = _cmdline(pid)
+        args = cmdline(pid)
         return "org.apache.kafka.connect.cli.ConnectDistributed" in args and str(self.config_file) in args
 
     def _write_config(self) -> None:
@@ -174,7 +150,7 @@ class EmbeddedConnect:
         if running:
             self._wait_ready(timeout_s, running)
             return self
-        if _port_open(self.port):
+        if port_open(self.port):
             raise ConnectError(f"port {self.port} is already taken by another process; "
                                "choose another with --port")
         self._write_config()
@@ -199,9 +175,9 @@ class EmbeddedConnect:
         """REST answers and the worker has joined its group (GET /connectors works then)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if not _alive(pid):
+            if not alive(pid):
                 raise ConnectError(f"Kafka Connect (pid {pid}) exited during start-up:\n"
-                                   f"{_tail(self.home / 'connect.out')}{_tail(self.log_file)}")
+                                   f"{tail(self.home / 'connect.out')}{tail(self.log_file)}")
             try:
                 self._request("GET", "/connectors", timeout=3)
                 return
@@ -219,12 +195,12 @@ class EmbeddedConnect:
             return False
         os.kill(pid, signal.SIGTERM)  # the worker's shutdown hook stops tasks, flushes offsets
         deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
-            _reap(pid)
+        while alive(pid) and time.monotonic() < deadline:
+            reap(pid)
             time.sleep(0.2)
-        if _alive(pid) and self._is_ours(pid):
+        if alive(pid) and self._is_ours(pid):
             os.kill(pid, signal.SIGKILL)
-            _reap(pid)
+            reap(pid)
         self.pid_file.unlink(missing_ok=True)
         return True
 
@@ -387,15 +363,4 @@ def connector_properties(cfg) -> dict:
     return props
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
-
-def _tail(path: Path, n: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
-    except OSError:
-        return ""

@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
 from operators.errors import IvmError
 
-LOOPBACK = "127.0.0.1"
 SERVER_USER = "postgres"  # the OS user that runs the server when we are root
 DB_USER = "postgres"      # the superuser initdb creates (Debezium connects as it)
 
@@ -50,26 +50,8 @@ def pg_bindir() -> Path:
     return Path(found[-1]).parent
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
 
 
 @dataclass
@@ -124,9 +106,9 @@ class EmbeddedPostgres:
 
     def _is_ours(self, pid: int) -> bool:
         """True if ``pid`` is a live postgres postmaster serving our data folder."""
-        if not _alive(pid):
+        if not alive(pid):
             return False
-        args = _cmdline(pid)
+        args = cmdline(pid)
         if not args or Path(args[0]).name not in ("postgres", "postmaster"):
             return False
         if "-D" in args:
@@ -197,7 +179,7 @@ class EmbeddedPostgres:
         if os.geteuid() == 0 and self._run("test", "-w", str(self.home)).returncode != 0:
             raise PostgresError(f"the OS user {SERVER_USER!r} cannot write to {self.home} (a parent "
                                 "folder is closed to it); choose another --dir")
-        if _port_open(self.port):
+        if port_open(self.port):
             raise PostgresError(f"port {self.port} is already taken by another process; "
                                 "choose another with --port")
         if not (self.data_dir / "PG_VERSION").exists():
@@ -229,7 +211,7 @@ class EmbeddedPostgres:
         pid = self._postmaster_pid()
         if r.returncode != 0 or pid is None:
             raise PostgresError(f"PostgreSQL did not start on port {self.port}: "
-                                f"{(r.stderr or r.stdout).strip()}\n{_tail(self.log_file)}")
+                                f"{(r.stderr or r.stdout).strip()}\n{tail(self.log_file)}")
         self.pid_file.write_text(str(pid))
         self._wait_ready(timeout_s, pid)
         return self
@@ -241,10 +223,10 @@ class EmbeddedPostgres:
         stale = self._postmaster_pid()
         deadline = time.monotonic() + timeout_s
         while stale and os.path.exists(f"/proc/{stale}") and time.monotonic() < deadline:
-            args = _cmdline(stale)
+            args = cmdline(stale)
             if args and Path(args[0]).name not in ("postgres", "postmaster"):
                 return  # the pid has been reused by something else: the server ignores it
-            _reap(stale)
+            reap(stale)
             time.sleep(0.1)
 
     def _wait_ready(self, timeout_s: float, pid: int) -> None:
@@ -253,8 +235,8 @@ class EmbeddedPostgres:
         deadline = time.monotonic() + timeout_s
         last = ""
         while time.monotonic() < deadline:
-            if not _alive(pid):
-                raise PostgresError(f"PostgreSQL (pid {pid}) exited during start-up:\n{_tail(self.log_file)}")
+            if not alive(pid):
+                raise PostgresError(f"PostgreSQL (pid {pid}) exited during start-up:\n{tail(self.log_file)}")
             try:
                 with psycopg.connect(self.dsn(), autocommit=True) as c:
                     c.execute("select 1")
@@ -273,10 +255,10 @@ class EmbeddedPostgres:
             return False
         os.kill(pid, signal.SIGINT)  # "fast" shutdown: roll back sessions, checkpoint, exit
         deadline = time.monotonic() + timeout_s
-        while _alive(pid) and time.monotonic() < deadline:
-            _reap(pid)
+        while alive(pid) and time.monotonic() < deadline:
+            reap(pid)
             time.sleep(0.1)
-        if _alive(pid) and self._is_ours(pid):
+        if alive(pid) and self._is_ours(pid):
             os.kill(pid, signal.SIGQUIT)  # immediate shutdown; crash recovery at next start
             time.sleep(1.0)
         self.pid_file.unlink(missing_ok=True)
@@ -285,7 +267,7 @@ class EmbeddedPostgres:
     def status(self) -> dict:
         pid = self.pid()
         return {"running": pid is not None, "pid": pid, "host": LOOPBACK, "port": self.port,
-                "home": str(self.home), "ready": bool(pid and _port_open(self.port))}
+                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
 
     # ---- SQL helpers ------------------------------------------------------------------
     def execute(self, sql: str, params=None, database: str = "postgres") -> None:
@@ -317,23 +299,6 @@ class EmbeddedPostgres:
         return self.query("show server_version")[0][0]
 
 
-def _port_open(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((LOOPBACK, port)) == 0
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
-
-def _tail(path: Path, n: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
-    except OSError:
-        return ""
