@@ -141,11 +141,17 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
     """Apply one batch's final images to the mirror in one MERGE commit (idempotent).
 
     ``truncate``: the batch truncated the table before these images, so every row the
-    batch does not write is deleted in the same commit (the change feed shows each one)."""
-    from delta.tables import DeltaTable
-
+    batch does not write is deleted in the same commit (the change feed shows each one).
+    On a local lake the MERGE runs in delta-rs (no Spark job: tens of milliseconds where
+    Spark's MERGE took seconds); its commit carries the same txn action and its change-data
+    files read back through Spark's ``readChangeFeed`` row for row as Spark's own. Elsewhere
+    (s3a://, abfss://... through Hadoop) Spark's MERGE."""
     if changes.num_rows == 0 and not truncate:
         return
+    if _local(path):
+        return _merge_mirror_rs(path, table, changes, app_id, batch_id, truncate)
+    from delta.tables import DeltaTable
+
     src = spark.createDataFrame(changes) if changes.num_rows else spark.createDataFrame(
         [], _spark_schema(changes.schema))
     cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.primary_key)
@@ -159,6 +165,28 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
         if truncate:
             m = m.whenNotMatchedBySourceDelete()
         m.execute()
+
+
+def _merge_mirror_rs(path: str, table: TableConfig, changes: pa.Table, app_id: str, batch_id: int,
+                     truncate: bool) -> None:
+    import deltalake
+    from deltalake import CommitProperties, Transaction
+
+    dt_ = deltalake.DeltaTable(path)
+    done = dt_.transaction_version(app_id)
+    if done is not None and done >= batch_id:
+        return  # a replayed batch whose MERGE committed before the crash
+    # Double quotes: DataFusion folds unquoted names to lower case.
+    cond = " AND ".join(f't."{k}" = s."{k}"' for k in table.primary_key)
+    values = {f'"{c}"': f's."{c}"' for c in table.column_names}
+    m = (dt_.merge(changes, cond, source_alias="s", target_alias="t", commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
+         .when_matched_delete(predicate=f's."{DELETED}"')
+         .when_matched_update(updates=values, predicate=f'NOT s."{DELETED}"')
+         .when_not_matched_insert(updates=values, predicate=f'NOT s."{DELETED}"'))
+    if truncate:
+        m = m.when_not_matched_by_source_delete()
+    m.execute()
 
 
 def _spark_schema(schema: pa.Schema):
@@ -219,6 +247,16 @@ def _done_before(path: str, app_id: str, batch_id: int) -> bool:
 
     v = deltalake.DeltaTable(path).transaction_version(app_id)
     return v is not None and v >= batch_id
+
+
+def maybe_written_by(path: str, app_id: str) -> bool:
+    """False when the table's log surely holds no txn action of ``app_id`` (a local table,
+    read by delta-rs without a Spark job); True when it does or when only Spark could tell."""
+    if not _local(path):
+        return True
+    import deltalake
+
+    return deltalake.DeltaTable(path).transaction_version(app_id) is not None
 
 
 def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -> None:

@@ -263,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after S seconds (default: run until stopped)")
     r.add_argument("--available-now", action="store_true",
                    help="process everything on the topics now, then stop")
+    r.add_argument("--verbose", action="store_true", help="show Spark's own log lines (WARN and up)")
     r.set_defaults(fn=cmd_run)
 
     pr = sub.add_parser("produce", help="send Debezium records for a declared table to Kafka")
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", type=non_negative_number, default=200.0,
                    help="random changes per second (default 200)")
     d.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
+    d.add_argument("--verbose", action="store_true", help="show Spark's own log lines (WARN and up)")
     d.add_argument("--source", choices=["builtin", "postgres"], default="builtin",
                    help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
                         "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally")
@@ -311,6 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "verbose", False):
+            from streaming_app.spark_session import set_verbose
+
+            set_verbose(True)
         return args.fn(args)
     except IvmError as e:
         # one line, whatever the message holds (a parser's caret, a path with a newline)

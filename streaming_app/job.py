@@ -113,13 +113,19 @@ class IngestJob:
             m.setup(spark, self)
 
     def _load_last_batch(self, spark) -> None:
-        """The last batch this writer (app id) completed, and the mirror versions it left."""
+        """The last batch this writer (app id) completed, and the mirror versions it left.
+
+        The batches table carries this writer's txn action: its version is the last batch id,
+        read from the log without a Spark job; Spark reads the row only when there is one."""
         from pyspark.sql import functions as F
 
-        df = (spark.read.format("delta").load(self.lake.output("batches"))
+        self.last_done = -1
+        path = self.lake.output("batches")
+        if not sink.maybe_written_by(path, self.app_id):
+            return
+        df = (spark.read.format("delta").load(path)
               .where(F.col("app_id") == self.app_id).orderBy(F.col("batch_id").desc()).limit(1))
         row = df.first()
-        self.last_done = -1
         if row is not None:
             self.last_done = int(row["batch_id"])
             self.versions.update({k: int(v) for k, v in (row["mirror_versions"] or {}).items()})
@@ -219,8 +225,8 @@ class IngestJob:
         rejected = list(decoded.rejected) + list(ctx.rejected)
         if rejected:
             _fault("quarantine.begin", batch_id)
-            sink.append(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
-                        ctx.app_id, batch_id)
+            sink.append_small(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
+                              ctx.app_id, batch_id)
         steps["quarantine"] = _ms(t)
         _fault("quarantine", batch_id)
 
@@ -234,7 +240,7 @@ class IngestJob:
         }
         t = time.perf_counter()
         _fault("batch_record.begin", batch_id)
-        sink.append(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
+        sink.append_small(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
         steps["batch_record"] = _ms(t)
         _fault("batch_record", batch_id)
 

@@ -38,7 +38,21 @@ class SessionOptions:
     ui: bool = False
     embedded: bool = True  # bind driver and UI to loopback
     warehouse_dir: str | None = None
-    log_level: str = "WARN"
+    log_level: str | None = None  # None: ERROR, or WARN once set_verbose(True)
+
+
+# Spark and its libraries log hundreds of WARN lines per demo (RDD lineage, duplicated map
+# keys, "Current batch is falling behind", Delta statistics...): by default the driver logs
+# errors only, from its JVM's first line on (a log4j2 file given at launch); `--verbose` on
+# `run`/`demo` keeps Spark's own defaults.
+QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
+_verbose = False
+
+
+def set_verbose(on: bool) -> None:
+    """Spark's own log output (WARN and up) for the sessions built after this call."""
+    global _verbose
+    _verbose = bool(on)
 
 
 def _python_env() -> None:
@@ -107,10 +121,12 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
 
     b = SparkSession.builder.appName(opts.app_name)
     if not submitted:
+        quiet = not _verbose and os.path.exists(QUIET_LOG4J)  # absent from an install without package data
+        driver_opts = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}" if quiet else JVM_OPTIONS
         b = (b.master(spark_cfg.master)
              .config("spark.jars", ",".join(str(p) for p in spark_jars()))
              .config("spark.driver.memory", spark_cfg.driver_memory)
-             .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+             .config("spark.driver.extraJavaOptions", driver_opts)
              .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
     b = (
         b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -140,7 +156,7 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
     for k, v in spark_cfg.extra_conf:
         b = b.config(k, v)
     spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel(opts.log_level)
+    spark.sparkContext.setLogLevel(opts.log_level or ("WARN" if _verbose else "ERROR"))
     return spark
 
 
