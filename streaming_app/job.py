@@ -254,7 +254,7 @@ class IngestJob:
 
     def _record_schema_changes(self, spark, decoded: DecodedBatch, ctx: BatchContext) -> None:
         """Note each column the source dropped once in ``schema_changes`` (idempotent on the batch)."""
-        changes = list(getattr(decoded, "schema_changes", None) or [])
+        changes = decoded.schema_changes
         if not changes:
             return
         path = self.lake.output("schema_changes")
