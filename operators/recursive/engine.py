@@ -50,6 +50,7 @@ class Spec:
     group: Optional[Callable] = None  # r -> AggSel group (None: no AggSel)
     rank: Optional[Callable] = None  # r -> sort key, smaller is better (the view's aggregate)
     extra_ranks: tuple = ()  # further aggregates kept by a multi-aggregate AggSel
+    one_derivation: bool = False  # every tuple has exactly one derivation (provenance = a cube)
 
     def gkey(self, r):
         return self.group(r) if self.group is not None else r

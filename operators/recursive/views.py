@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from operators.errors import ConfigError, StateError
 from operators.recursive.engine import Engine, Spec
 from operators.recursive.fronts import Events, LinkFront
-from operators.recursive.provenance import Provenance
+from operators.recursive.provenance import CubeProvenance, Provenance
 
 ENCODING = "ivmstream.recursive.v1"
 
@@ -88,6 +88,7 @@ SHORTEST = Spec(
     combine=_sp_combine,
     group=lambda r: (r[0], r[1]),
     rank=lambda r: (r[2], len(r[3]), _PathOrder(r[3])),
+    one_derivation=True,  # a path tuple names its links, each with one live variable
 )
 
 
@@ -99,7 +100,8 @@ class ProvImpl:
     def __init__(self, spec: Spec, front, nodes=1, ship: str = "lazy", flush_every=None) -> None:
         self.spec, self.front = spec, front
         self.params = {"nodes": nodes, "ship": ship, "flush_every": flush_every}
-        self.prov = Provenance()
+        # One derivation per tuple: the formula is one conjunction, kept as a Cube (no BDD).
+        self.prov = CubeProvenance() if spec.one_derivation else Provenance()
         self.engine = Engine(spec, self.prov, nodes=nodes, ship=ship, flush_every=flush_every)
         self._complete = None  # lazy mode: (Provenance, formulas) from scratch, for explain(complete=True)
 
@@ -171,7 +173,7 @@ class ProvImpl:
     def stats(self) -> dict:
         s = dict(self.engine.stats)
         s["state_entries"] = self.engine.state_tuples()
-        s["bdd_nodes"] = len(self.prov.bdd)
+        s["bdd_nodes"] = self.prov.node_count()
         return s
 
     def dump(self) -> dict:
