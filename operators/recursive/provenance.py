@@ -18,10 +18,17 @@ import sys
 from collections import defaultdict
 from typing import Hashable, Iterable
 
+import dd.autoref
 import dd.bdd
-from dd.autoref import BDD
 
-from operators.errors import InvariantError
+from operators.errors import ConfigError, InvariantError
+
+try:  # CUDD (C) ships in the PyPI wheel of dd >= 0.6 on Linux x86-64; else dd's pure Python
+    import dd.cudd as _cudd
+except ImportError:  # pragma: no cover - platform without the compiled extension
+    _cudd = None
+
+BACKENDS = ("auto", "cudd", "autoref")
 
 # dd's pure-Python BDD recurses once per variable level; a path of n edges is an n-deep BDD.
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
@@ -45,9 +52,20 @@ BYTES_PER_NODE = 12  # serialised BDD node = (variable id, low id, high id) as 3
 class Provenance:
     """A BDD manager plus variable bookkeeping (fresh names, labels, garbage collection)."""
 
-    def __init__(self) -> None:
-        self.bdd = BDD()
-        self.bdd._bdd.__class__ = _QuietManager
+    def __init__(self, backend: str = "auto") -> None:
+        if backend not in BACKENDS:
+            raise ConfigError(f"Provenance: backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "cudd" and _cudd is None:
+            raise ConfigError("Provenance: backend 'cudd' needs dd.cudd (dd's compiled wheel)")
+        self.backend = "cudd" if backend != "autoref" and _cudd is not None else "autoref"
+        if self.backend == "cudd":
+            self.bdd = _cudd.BDD()
+            # Sifting on thousands of fresh variables costs more than it saves here: formulas are
+            # path conjunctions over variables declared in arrival order.
+            self.bdd.configure(reordering=False)
+        else:
+            self.bdd = dd.autoref.BDD()
+            self.bdd._bdd.__class__ = _QuietManager
         self.true = self.bdd.true
         self.false = self.bdd.false
         self.labels: dict[str, str] = {}
@@ -79,7 +97,8 @@ class Provenance:
     # -- operations ------------------------------------------------------------------------
     def kill(self, f, names: Iterable[str]):
         """Restrict the given variables to false (deletion of base tuples)."""
-        return self.bdd.let({n: False for n in names}, f)
+        d = {n: False for n in names}
+        return self.bdd.let(d, f) if d else f
 
     def witness(self, f):
         """One witness of a non-false monotone ``f``, as a conjunction (a cube of positive variables).
@@ -89,6 +108,8 @@ class Provenance:
         every assignment that sets those variables true satisfies ``f``, so the cube implies ``f``.
         Cost: one step per BDD level, no new nodes but the cube's.
         """
+        if self.backend == "cudd":
+            return self._witness_cudd(f)
         m = self.bdd._bdd
         u = f.node
         names = []
@@ -105,10 +126,31 @@ class Provenance:
             raise InvariantError("Provenance.witness: formula is false")
         return self.bdd.cube({n: True for n in names}) if names else self.true
 
+    def _witness_cudd(self, f):
+        """``witness`` on CUDD: a complemented edge complements both children it points to."""
+        true, false = self.true, self.false
+        if f == false:
+            raise InvariantError("Provenance.witness: formula is false")
+        names = []
+        u = f
+        while u != true:
+            lo = ~u.low if u.negated else u.low
+            if lo != false:
+                u = lo
+            else:
+                names.append(u.var)
+                u = ~u.high if u.negated else u.high
+        return self.bdd.cube({n: True for n in names}) if names else true
+
     def support(self, f) -> frozenset:
-        s = self._support.get(f.node)
+        # autoref: keyed by node id (stable until our own GC); cudd: by the Function, which
+        # keeps its node referenced while cached (CUDD frees unreferenced nodes on its own).
+        key = f.node if self.backend == "autoref" else f
+        s = self._support.get(key)
         if s is None:
-            s = self._support[f.node] = frozenset(self.bdd.support(f))
+            if len(self._support) > 400_000:
+                self._support.clear()
+            s = self._support[key] = frozenset(self.bdd.support(f))
         return s
 
     def nbytes(self, f) -> int:
@@ -120,6 +162,8 @@ class Provenance:
         return len(self.bdd)
 
     def maybe_gc(self) -> None:
+        if self.backend == "cudd":
+            return  # CUDD collects dead nodes itself
         if len(self.bdd) > self._gc_at:
             self._support.clear()
             self.bdd.collect_garbage()
