@@ -75,10 +75,15 @@ def sigterm(c: Campaign) -> str:
     stop = c.next_batch()
     run = c.sigterm_between_batches(stop)
     after = c.next_batch()
+    last = c.stopped_after(run)
+    if last is None or after != last + 1:
+        raise AssertionError(f"SIGTERM: the job said it would stop after batch {last}, "
+                             f"but the last batch recorded is {after - 1}")
     again = c.drain()
     c.tally.restarts += 1
     replayed = "already committed before a restart" in again.out
-    return (f"SIGTERM after batch {stop}'s line: exit {run.code}, last batch recorded {after - 1}; "
+    return (f"SIGTERM after batch {stop}'s line: exit {run.code}, the job finished batch {last} "
+            f"and stopped (last batch recorded {after - 1}); "
             f"the restart {'replayed a batch Spark had not committed' if replayed else 'replayed nothing'} "
             f"and drained")
 

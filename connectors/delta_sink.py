@@ -85,6 +85,17 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
               f"TBLPROPERTIES ({props})")
 
 
+def ensure_columns(spark, path: str, columns: dict[str, str]) -> list[str]:
+    """Add to an existing table the columns (name -> SQL type) that a newer release writes,
+    so a lake made by an older release keeps working. Returns the names added."""
+    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    missing = [c for c in columns if c not in have]
+    if missing:
+        cols = ", ".join(f"`{c}` {columns[c]}" for c in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+    return missing
+
+
 def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
     path = lake.mirror(table.name)
     ensure_table(spark, path, table_ddl(table), cdf=True)

@@ -36,10 +36,15 @@ from streaming_app.config import JobConfig, env
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
+# One entry per maintainer and batch: what it read from the mirrors' change feeds, the rows
+# it changed in its outputs, its time, and its state's size (entries; see each maintainer).
+OPERATORS_TYPE = "ARRAY<STRUCT<name: STRING, rows_in: BIGINT, deltas_out: BIGINT, ms: DOUBLE, state_size: BIGINT>>"
+OPERATOR_FIGURES = ("rows_in", "deltas_out", "state_size")
 BATCHES_DDL = ("job STRING, app_id STRING, batch_id BIGINT, started_at TIMESTAMP, finished_at TIMESTAMP, "
                "kafka_offsets STRING, mirror_versions MAP<STRING, BIGINT>, records_in BIGINT, "
                "events BIGINT, keys_changed BIGINT, quarantined BIGINT, tombstones BIGINT, "
-               "step_ms MAP<STRING, DOUBLE>, metrics STRING")
+               "step_ms MAP<STRING, DOUBLE>, metrics STRING, "
+               f"operators {OPERATORS_TYPE}")
 SCHEMA_CHANGES_DDL = ("job STRING, `table` STRING, `column` STRING, change STRING, batch_id BIGINT, "
                       "topic STRING, `partition` INT, `offset` BIGINT, detected_at TIMESTAMP")
 
@@ -57,6 +62,19 @@ class BatchContext:
     step_ms: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, object] = field(default_factory=dict)
     rejected: list = field(default_factory=list)  # maintainers' bad rows -> quarantine
+
+
+def _await_spark_commit(query, batch_id: int, timeout_s: float = 60.0) -> None:
+    """Wait until Spark has written ``batch_id`` to its commit log (its progress event comes
+    right after), so that stopping the query now leaves nothing for the restart to replay."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        progress = query.lastProgress
+        done = None if progress is None else (progress["batchId"] if isinstance(progress, dict)
+                                              else getattr(progress, "batchId", None))
+        if done is not None and int(done) >= batch_id:
+            return
+        time.sleep(0.05)
 
 
 class StopRequested(Exception):
@@ -99,6 +117,8 @@ class IngestJob:
         self._warned: set[str] = set()  # tables already warned about a multi-partition truncate
         self._batch_lock = threading.Lock()  # held while a batch runs
         self._stopping = False
+        self._running: int | None = None  # the batch inside process_batch, if any
+        self._finished: int | None = None  # the last batch this process finished
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -108,6 +128,7 @@ class IngestJob:
             self.versions.setdefault(t.name, sink.latest_version(spark, path))
         sink.ensure_table(spark, self.lake.output("quarantine"), QUARANTINE_DDL)
         sink.ensure_table(spark, self.lake.output("batches"), BATCHES_DDL)
+        sink.ensure_columns(spark, self.lake.output("batches"), {"operators": OPERATORS_TYPE})
         sink.ensure_table(spark, self.lake.output("schema_changes"), SCHEMA_CHANGES_DDL)
         for m in self.maintainers:
             m.setup(spark, self)
@@ -137,7 +158,18 @@ class IngestJob:
             if self._stopping:
                 # Raising leaves the batch uncommitted: Spark replays it after the restart.
                 raise StopRequested(f"batch {batch_id} not started: the job is stopping (it runs again on restart)")
-            self._process_batch(batch_df, batch_id)
+            self._running = batch_id
+            try:
+                self._process_batch(batch_df, batch_id)
+                self._finished = batch_id
+            finally:
+                self._running = None
+
+    def request_stop(self) -> tuple[int | None, int | None]:
+        """Refuse every batch that has not begun yet (safe from a signal handler: no lock).
+        Returns (the batch running now, the last batch finished) at the moment of the request."""
+        self._stopping = True
+        return self._running, self._finished
 
     def stop_between_batches(self, query, timeout_s: float = 600.0) -> None:
         """Stop the streaming query between two batches: wait for the running batch to finish,
@@ -145,7 +177,10 @@ class IngestJob:
         mirror commits ahead of its ``batches`` row until the restart replays it."""
         if self._batch_lock.acquire(timeout=timeout_s):
             self._stopping = True
+            finished = self._finished
             self._batch_lock.release()
+            if finished is not None:
+                _await_spark_commit(query, finished)
         else:
             self._stopping = True
         query.stop()
@@ -215,11 +250,16 @@ class IngestJob:
         ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
 
         ctx.step_ms = steps
+        operators = []
         for m in self.maintainers:
             t = time.perf_counter()
+            # Every Spark job the maintainer starts shows under this label in the Spark UI.
+            spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: {m.name}")
             m.on_batch(spark, self, ctx)
             steps[f"maintain:{m.name}"] = _ms(t)
+            operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
             _fault(f"maintain.{m.name}", batch_id)
+        spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: quarantine and batch record")
 
         t = time.perf_counter()
         rejected = list(decoded.rejected) + list(ctx.rejected)
@@ -237,6 +277,7 @@ class IngestJob:
             "events": sum(len(v) for v in decoded.events.values()), "keys_changed": keys_changed,
             "quarantined": len(rejected), "tombstones": decoded.tombstones,
             "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
+            "operators": operators,
         }
         t = time.perf_counter()
         _fault("batch_record.begin", batch_id)
@@ -249,6 +290,7 @@ class IngestJob:
         for k, key in (("batches", None), ("records", "records_in"), ("events", "events"),
                        ("quarantined", "quarantined"), ("tombstones", "tombstones")):
             self.totals[k] += 1 if key is None else row[key]
+        spark.sparkContext.setJobDescription(None)
         if self.on_batch:
             self.on_batch({**row, "step_ms": dict(steps)})
 
@@ -375,6 +417,19 @@ def _offsets(arrow: pa.Table) -> dict:
     return out
 
 
+def _operator_figures(m, ctx: BatchContext, ms: float) -> dict:
+    """The maintainer's entry of the ``operators`` column. Maintainers report ``rows_in``,
+    ``deltas_out`` and ``state_size`` under their name in ``ctx.metrics``; a figure a
+    maintainer does not report stays null rather than a made-up zero."""
+    reported = ctx.metrics.get(m.name)
+    reported = reported if isinstance(reported, dict) else {}
+    out = {"name": m.name, "ms": round(ms, 1)}
+    for k in OPERATOR_FIGURES:
+        v = reported.get(k)
+        out[k] = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return out
+
+
 def _batches_frame(row: dict) -> pa.Table:
     return pa.table({
         "job": pa.array([row["job"]], pa.string()),
@@ -391,4 +446,9 @@ def _batches_frame(row: dict) -> pa.Table:
         "tombstones": pa.array([row["tombstones"]], pa.int64()),
         "step_ms": pa.array([list(row["step_ms"].items())], pa.map_(pa.string(), pa.float64())),
         "metrics": pa.array([row["metrics"]], pa.string()),
+        "operators": pa.array([row["operators"]], _OPERATORS_ARROW),
     })
+
+
+_OPERATORS_ARROW = pa.list_(pa.struct([("name", pa.string()), ("rows_in", pa.int64()), ("deltas_out", pa.int64()),
+                                       ("ms", pa.float64()), ("state_size", pa.int64())]))

@@ -27,9 +27,20 @@ class RunResult:
 def batch_line(row: dict) -> str:
     steps = row.get("step_ms", {})
     slowest = ", ".join(f"{k} {v:.0f}ms" for k, v in sorted(steps.items(), key=lambda kv: -kv[1])[:3])
-    return (f"batch {row['batch_id']:>5}: {row['records_in']:>6} records, {row['events']:>6} events, "
+    line = (f"batch {row['batch_id']:>5}: {row['records_in']:>6} records, {row['events']:>6} events, "
             f"{row['keys_changed']:>6} keys, {row['quarantined']} quarantined "
             f"({slowest})")
+    ops = [_operator_part(op) for op in row.get("operators") or []]
+    return line + ("\n             " + "; ".join(ops) if ops else "")
+
+
+def _operator_part(op: dict) -> str:
+    """``triangles.social: 24 in, 1 out, 12 ms, state 121``; figures it did not report are left out."""
+    parts = [f"{op[k]} {label}" for k, label in (("rows_in", "in"), ("deltas_out", "out")) if op.get(k) is not None]
+    parts.append(f"{op['ms']:.0f} ms")
+    if op.get("state_size") is not None:
+        parts.append(f"state {op['state_size']}")
+    return f"{op['name']}: {', '.join(parts)}"
 
 
 def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: bool = False,
@@ -51,9 +62,17 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
                     on_batch=None if quiet else (lambda row: print(batch_line(row), flush=True)))
     stop = stop_event or threading.Event()
     previous = {}
+    signalled: list[tuple[str, int | None, int | None]] = []
+
+    def on_signal(signum, _frame):
+        # Refuse the next batch at once, not at the loop's next poll: a batch that starts
+        # between the signal and the poll would otherwise run too.
+        signalled.append((signal.Signals(signum).name, *job.request_stop()))
+        stop.set()
+
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+            previous[sig] = signal.signal(sig, on_signal)
     t0 = time.monotonic()
     query = job.start(available_now=available_now)
     try:
@@ -61,6 +80,14 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
             if duration_s is not None and time.monotonic() - t0 >= duration_s:
                 break
             query.awaitTermination(0.5)
+        if signalled and not quiet:
+            name, running, finished = signalled[0]
+            if running is not None:
+                print(f"[{cfg.name}] {name}: finishing batch {running}, then stopping", flush=True)
+            elif finished is not None:
+                print(f"[{cfg.name}] {name}: stopping after batch {finished} (no batch running)", flush=True)
+            else:
+                print(f"[{cfg.name}] {name}: stopping before this run's first batch", flush=True)
         stopped = query.isActive
         if stopped:
             job.stop_between_batches(query)

@@ -24,6 +24,7 @@ import collections
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -218,6 +219,13 @@ class Campaign:
         self.tally.log.append(("sigterm", f"after batch {after_batch}", run.code, run.landed, round(run.seconds, 1)))
         return run
 
+    @staticmethod
+    def stopped_after(run: Run) -> int | None:
+        """The last batch a signalled run must have finished, from its own stop line: the
+        batch that was running when the signal came, or else the last one it finished."""
+        m = re.search(r"SIG\w+: (?:finishing batch (\d+), then stopping|stopping after batch (\d+))", run.out)
+        return None if m is None else int(m.group(1) or m.group(2))
+
     def register(self, spec: str | None) -> Run:
         """`ivmstream sketch register` of a second query, optionally killed inside its writes."""
         t0 = time.monotonic()
@@ -291,7 +299,7 @@ def _keyed(rows: list[dict], key: list[str]) -> dict:
 def check_lake(c: Campaign) -> dict:
     from operators.sketch import RangePartition
     from operators.sketch_reference import reference_sketch
-    from streaming_app.sketch_maintainer import bounds_from_json
+    from streaming_app.sketches.maintainer import bounds_from_json
 
     res = {"compared": 0, "lost": 0, "doubled": 0, "wrong": 0, "problems": []}
 
