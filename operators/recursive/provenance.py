@@ -372,8 +372,16 @@ class ProvTable:
             if ks:
                 keys |= ks
         changed, removed = [], []
+        f = self.f
+        if self.prov.backend == "cube":  # a cube with a dead variable is false: no restriction
+            for k in keys:
+                old = f.get(k)
+                if old is not None and not old.isdisjoint(dead):
+                    del f[k]
+                    removed.append(k)
+            return changed, removed
         for k in keys:
-            old = self.f.get(k)
+            old = f.get(k)
             if old is None:
                 continue
             new = self.prov.kill(old, dead & self.prov.support(old))
