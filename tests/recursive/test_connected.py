@@ -57,6 +57,7 @@ def _run(n, m, seed, batches, ins, dels, nodes, sample):
     reach, sp = ReachabilityView(nodes=nodes), ShortestPathView(nodes=nodes)
     model, wmodel = Model(), Model()  # reachability ignores costs: a new cost is a refresh, not a replacement
     start = [(u, v, c, None) for u, v, c in g.edges]
+    reached = []
     for ins_, dels_, now in [(start, [], 0)] + _stream(rng, n, g.edges, batches, ins, dels):
         model.apply(ins_, dels_, now, False)
         wmodel.apply(ins_, dels_, now, True)
@@ -64,7 +65,7 @@ def _run(n, m, seed, batches, ins, dels, nodes, sample):
         sp.apply(ins_, dels_, now=now)
         want = closure(model.graph())
         assert reach.rows() == want
-        assert len(want) > 0.5 * n * n  # connected and dense: most pairs are reachable
+        reached.append(len(want) / (n * n))
         costs = cheapest(wmodel.graph())
         got = sp.rows()
         assert {k: c for k, (c, _) in got.items()} == costs
@@ -73,6 +74,9 @@ def _run(n, m, seed, batches, ins, dels, nodes, sample):
             arcs = list(zip(path, path[1:]))
             assert witnesses(sp.explain(key)) == {frozenset(f"{a}→{b}" for a, b in arcs)}
         _check_explain(reach, model, want, rng, sample)
+    # connected and dense: strongly connected at the start, most pairs reachable along the stream
+    # (a 9-vertex stream with 3 deletes a batch may cut one vertex off for a while: seed 2955)
+    assert reached[0] == 1.0 and sum(reached) / len(reached) > 0.5, reached
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
