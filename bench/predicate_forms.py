@@ -46,7 +46,7 @@ def child(args) -> int:
 
     from operators.sketch import RangePartition
     from streaming_app.config import parse_config
-    from streaming_app.sketch_query import scan_metrics
+    from streaming_app.sketches.query import scan_metrics
     from streaming_app.spark_session import JVM_OPTIONS, SessionOptions, build_session
 
     no_jit_huge = JVM_OPTIONS.replace(" -XX:-DontCompileHugeMethods", "")

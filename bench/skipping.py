@@ -13,7 +13,7 @@ each table restricted by its sketch's predicate, and check that the results are 
 mismatch fails the run).
 
 Data read is reported twice: from the Delta log's file statistics (files whose min/max of
-the partition attribute overlap the sketch's merged ranges; streaming_app.sketch_query.
+the partition attribute overlap the sketch's merged ranges; streaming_app.sketches.query.
 file_stats) and from Spark's own scan metrics of the executed plan (numFiles / filesSize of
 each file scan, after Delta's data skipping; sketch_query.scan_metrics).  Both per table and
 over all tables the query reads; "lineitem only" is a sketch on lineitem alone (other tables
@@ -113,7 +113,7 @@ def main() -> int:
 
     from operators.sketch import RangePartition, SketchMaintainer
     from streaming_app.demo_run import tpch_subset
-    from streaming_app.sketch_query import file_stats, partition_runs, results_equal, run_with_predicates
+    from streaming_app.sketches.query import file_stats, partition_runs, results_equal, run_with_predicates
     from streaming_app.spark_session import JVM_OPTIONS, SessionOptions, build_session
 
     no_jit_huge = JVM_OPTIONS.replace(" -XX:-DontCompileHugeMethods", "")
@@ -250,8 +250,8 @@ def _registered(spark, cfg, nfiles: int, nfrag: int, qtables: dict, mismatches: 
     every table the safety check proves, from the config's declared not_null / ranges; a refused
     table is read whole) and run with `ivmstream query --use-sketch` (sketch_query.run_query)."""
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketch_maintainer import check_safe, drop_query, register_query
-    from streaming_app.sketch_query import run_query, run_with_predicates
+    from streaming_app.sketches.maintainer import check_safe, drop_query, register_query
+    from streaming_app.sketches.query import run_query, run_with_predicates
 
     out = []
     for name, sql in QUERIES.items():

@@ -148,7 +148,7 @@ def build_base(spark, base: Path, sf: float) -> None:
 def run_variant(broker, spark, work: Path, base: Path, n_queries: int, args, sample: list[dict]) -> dict:
     from operators.sketch import SketchMaintainer
     from streaming_app.runner import run_job
-    from streaming_app.sketch_maintainer import check_query, read_registry, register_query
+    from streaming_app.sketches.maintainer import check_query, read_registry, register_query
 
     name = f"bench_sk{n_queries}"
     root = work / name

@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
     d.set_defaults(fn=cmd_demo)
 
-    from streaming_app.sketch_cli import add_commands
+    from streaming_app.sketches.cli import add_commands
     from streaming_app.source_cli import add_commands as add_source_commands
 
     add_commands(sub, common)

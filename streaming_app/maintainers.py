@@ -9,7 +9,7 @@ def maintainers_for(cfg) -> list:
     out: list = []
     out += [TriangleMaintainer(g) for g in cfg.graphs]
     out += [ViewMaintainer(v) for v in cfg.views]
-    from streaming_app.sketch_maintainer import SketchStreamMaintainer
+    from streaming_app.sketches.maintainer import SketchStreamMaintainer
 
     out.append(SketchStreamMaintainer(cfg))  # idle (one log lookup per batch) until a query is registered
     return out

@@ -273,7 +273,7 @@ def guarded(monkeypatch):
     import connectors.producer as producer
     import streaming_app.demo_run as demo_run
     import streaming_app.runner as runner
-    import streaming_app.sketch_cli as sketch_cli
+    import streaming_app.sketches.cli as sketch_cli
     import streaming_app.spark_session as spark_session
 
     def reached(what):

@@ -11,9 +11,9 @@ import pytest
 from operators.errors import ConfigError
 from operators.sketch import RangePartition
 from streaming_app.config import parse_config
-from streaming_app.sketch_cli import build_parser_check, parse_partition
-from streaming_app.sketch_maintainer import Part, bits_to_ids, bounds_from_json, bounds_to_json
-from streaming_app.sketch_query import merged_runs
+from streaming_app.sketches.cli import build_parser_check, parse_partition
+from streaming_app.sketches.maintainer import Part, bits_to_ids, bounds_from_json, bounds_to_json
+from streaming_app.sketches.query import merged_runs
 
 TABLES = [{"name": "lineitem", "topic": "t.l", "primary_key": ["k"], "columns": {"k": "long", "q": "int"}}]
 
@@ -80,7 +80,7 @@ def test_bitset_and_merged_ranges_agree_with_the_predicate():
 
 def test_registration_refuses_a_partition_the_safety_check_cannot_prove():
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketch_maintainer import check_safe
+    from streaming_app.sketches.maintainer import check_safe
 
     cfg = parse_config({"tables": [{"name": "cities", "topic": "c", "primary_key": ["city"],
                                     "columns": {"city": "string", "state": "string", "popden": "long"}}]})
@@ -100,8 +100,8 @@ Q_JOIN = ("SELECT o_orderkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON 
 
 def test_sketch_on_several_tables_config_cli_and_checks():
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketch_cli import parse_partitions
-    from streaming_app.sketch_maintainer import check_query, check_safe, group_registrations
+    from streaming_app.sketches.cli import parse_partitions
+    from streaming_app.sketches.maintainer import check_query, check_safe, group_registrations
 
     # config: a list or a comma-separated string, FRAGMENTS per table or the default
     for part in (["orders.o_orderkey:8", "lineitem.l_orderkey"], "orders.o_orderkey:8, lineitem.l_orderkey"):
@@ -141,7 +141,7 @@ def test_sketch_on_several_tables_config_cli_and_checks():
 
 def test_declared_not_null_columns_and_ranges_let_the_safety_check_prove_a_top_k():
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketch_maintainer import check_safe, declared_stats, may_be_null
+    from streaming_app.sketches.maintainer import check_safe, declared_stats, may_be_null
 
     sql = ("SELECT o_custkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON o_orderkey = l_orderkey "
            "GROUP BY o_custkey ORDER BY q DESC LIMIT 3")
@@ -166,7 +166,7 @@ def test_staleness_counts_versions_each_mirror_is_ahead(tmp_path):
     from deltalake import write_deltalake
 
     from connectors.delta_sink import Lake
-    from streaming_app.sketch_query import staleness, staleness_line
+    from streaming_app.sketches.query import staleness, staleness_line
 
     lake = Lake(tmp_path / "lake")
     for t, n in (("orders", 1), ("lineitem", 4)):  # versions 0 .. n-1

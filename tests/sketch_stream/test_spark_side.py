@@ -1,5 +1,5 @@
 """Selection push-down into change-feed reads and join inputs kept in their Delta mirror
-(streaming_app.sketch_spark), on real Spark and Delta: random update histories committed to
+(streaming_app.sketches.delta_side), on real Spark and Delta: random update histories committed to
 the mirrors, sketches brought forward batch by batch, compared with the DuckDB lineage
 oracle (operators.sketch_reference) on the mirror's final version."""
 
@@ -15,8 +15,8 @@ import pytest
 from connectors import delta_sink as sink
 from operators.sketch import SketchMaintainer
 from operators.sketch_reference import reference_sketch
-from streaming_app import sketch_maintainer as sm
-from streaming_app import sketch_spark
+from streaming_app.sketches import maintainer as sm
+from streaming_app.sketches import delta_side as sketch_spark
 from streaming_app.config import parse_config
 
 pytestmark = [pytest.mark.spark]

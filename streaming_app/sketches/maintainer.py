@@ -22,7 +22,7 @@ The maintainer follows the job contract (streaming_app.job.Maintainer): state at
 built for the committed mirror versions (``job.versions``); each batch reads the change data
 feed of every changed mirror from the version a query's state reflects, once per table and
 batch for all queries, with the queries' selections pushed into the Spark read and only the
-columns they use (streaming_app.sketch_spark.pushdown). Joins: an input that is a plain scan
+columns they use (streaming_app.sketches.delta_side.pushdown). Joins: an input that is a plain scan
 of a table with at least ``[sketch] spark_join_rows`` rows at capture stays in its Delta
 mirror and is probed with Spark at the version the state reflects (sketch_spark.DeltaSide);
 other inputs live in the engine's in-memory index.
@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from operators.errors import ConfigError, StateError
-from streaming_app import sketch_spark
+from streaming_app.sketches import delta_side as sketch_spark
 
 REGISTERED_DDL = ("name STRING, sql STRING, partition_table STRING, attribute STRING, fragments INT, "
                   "boundaries STRING, mode STRING, capture_version BIGINT, registered_at TIMESTAMP")

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from operators.errors import ConfigError, StateError
-from streaming_app import sketch_maintainer as sm
+from streaming_app.sketches import maintainer as sm
 
 
 # -- reading sketches without Spark (delta-rs) -----------------------------------------------------

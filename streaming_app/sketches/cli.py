@@ -129,7 +129,7 @@ PER_TABLE_MAX = 0.5
 
 def cmd_advise(args) -> int:
     from operators.sketch_advisor import advise_report, format_advice
-    from streaming_app.sketch_maintainer import declared_stats, may_be_null
+    from streaming_app.sketches.maintainer import declared_stats, may_be_null
 
     cfg = _cfg(args)
     check_sketch_sql(cfg, "--sql", args.sql, where="--sql")  # syntax, supported SQL, tables, columns
@@ -146,7 +146,7 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketch_maintainer import (as_parts, check_partition, check_query, declared_stats,
+    from streaming_app.sketches.maintainer import (as_parts, check_partition, check_query, declared_stats,
                                                  may_be_null, register_query)
 
     cfg = _cfg(args)
@@ -185,7 +185,7 @@ def cmd_register(args) -> int:
 
 
 def cmd_drop(args) -> int:
-    from streaming_app.sketch_maintainer import drop_query
+    from streaming_app.sketches.maintainer import drop_query
 
     cfg = _cfg(args)
     if not drop_query(_spark(cfg), cfg, args.name):
@@ -196,14 +196,14 @@ def cmd_drop(args) -> int:
 
 def _records(cfg, name):
     from connectors import delta_sink as sink
-    from streaming_app import sketch_query as sq
+    from streaming_app.sketches import query as sq
 
     reg, recs = sq.records(lambda: _spark(cfg), cfg, name)  # Spark only for a lazy query
     return sink.Lake(cfg.lake_root), reg, recs
 
 
 def cmd_show(args) -> int:
-    from streaming_app import sketch_query as sq
+    from streaming_app.sketches import query as sq
 
     cfg = _cfg(args)
     lake, reg, recs = _records(cfg, args.name)
@@ -239,7 +239,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_filter(args) -> int:
-    from streaming_app.sketch_query import sketch_predicate
+    from streaming_app.sketches.query import sketch_predicate
 
     cfg = _cfg(args)
     _, reg, recs = _records(cfg, args.name)
@@ -269,7 +269,7 @@ def _scan_line(run) -> str:
 
 
 def cmd_query(args) -> int:
-    from streaming_app.sketch_query import run_query
+    from streaming_app.sketches.query import run_query
 
     cfg = _cfg(args)
     why = sql_problem(args.sql, dialect="spark")  # Spark SQL, not only what the sketch engine reads
