@@ -1,0 +1,205 @@
+"""Bring an engine's state back at start, and snapshot it every k batches.
+
+At start (``Recovery.start``): the newest snapshot in the store consistent with the mirrors
+as committed is restored, then the change feed of each mirror is applied from the version
+the snapshot reflects to the committed one (commit by commit, deletes first). When there is
+no such snapshot, it does not decode, it was taken under other settings, or the change feed
+no longer covers the gap (vacuumed, log cleaned), the state is rebuilt from the mirrors as
+committed (``rebuild``), and the one line printed says why. After each batch that changed
+the engine's tables (``Recovery.after_batch``), every ``every``-th one writes a snapshot
+(idempotent on the batch id, see ``state.snapshot_store``).
+
+``MirrorCursor`` is one mirror and the version the engine's state reflects: whole-table
+reads (time travel) and signed changes between versions. On a local lake both go through
+delta-rs (no Spark job); elsewhere, or when delta-rs cannot read it, through Spark.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors import delta_sink as sink
+from operators.errors import StateError
+from state.protocol import VERSION, WEIGHT
+from state.snapshot_store import SnapshotStore
+
+_SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+
+
+def _local(path: str) -> bool:
+    return "://" not in str(path) or str(path).startswith("file:")
+
+
+def read_table(spark, path: str, version: int, columns: list[str]) -> pa.Table:
+    """The whole mirror as of ``version`` (time travel)."""
+    if _local(path):
+        try:
+            import deltalake
+
+            return deltalake.DeltaTable(path, version=version).to_pyarrow_table(columns=columns)
+        except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
+            if spark is None:
+                raise
+    return sink.read_version(spark, path, version, columns)
+
+
+def read_feed(spark, path: str, after: int, to: int, columns: list[str]) -> pa.Table | None:
+    """Signed changes of commits ``after + 1 .. to`` with ``__weight`` and ``__version``
+    (commit), None when there are none. Raises when the change feed does not cover them."""
+    if to <= after:
+        return None
+    if _local(path):
+        try:
+            import deltalake
+
+            reader = deltalake.DeltaTable(path).load_cdf(starting_version=after + 1, ending_version=to,
+                                                        columns=list(columns) + ["_change_type", "_commit_version"])
+            t = pa.RecordBatchReader.from_stream(reader).read_all()
+        except Exception:  # noqa: BLE001 - let Spark try (it raises too when the feed is gone)
+            if spark is None:
+                raise
+        else:
+            kinds = t.column("_change_type").to_pylist()
+            w = pa.array([_SIGN[k] for k in kinds], pa.int64())
+            return (t.select(list(columns)).append_column(WEIGHT, w)
+                    .append_column(VERSION, pc.cast(t.column("_commit_version"), pa.int64())))
+    from pyspark.sql import functions as F
+
+    df = (spark.read.format("delta").option("readChangeFeed", "true")
+          .option("startingVersion", after + 1).option("endingVersion", to).load(path))
+    return df.select(*[F.col(f"`{c}`") for c in columns], F.expr(sink._WEIGHT_SQL).cast("long").alias(WEIGHT),
+                     F.col("_commit_version").cast("long").alias(VERSION)).toArrow()
+
+
+class MirrorCursor:
+    """One mirror table, the columns an engine reads, and the version its state reflects."""
+
+    def __init__(self, table: str, columns: list[str]):
+        self.table = table
+        self.columns = list(columns)
+        self.version = -1
+
+    def read_all(self, spark, lake, version: int) -> pa.Table:
+        self.version = version
+        return read_table(spark, lake.mirror(self.table), version, self.columns)
+
+    def changes(self, spark, lake, new: int | None) -> pa.Table | None:
+        """Signed changes from the version the state reflects to ``new``; the cursor moves there."""
+        if new is None:
+            return None
+        delta = read_feed(spark, lake.mirror(self.table), self.version, new, self.columns)
+        self.version = new
+        return delta
+
+
+class Recovery:
+    """Snapshot schedule and start-up of one maintainer's engine.
+
+    ``config``: the maintainer's settings (a dict); a snapshot taken under others is not used."""
+
+    def __init__(self, name: str, cursors: list[MirrorCursor], every: int, config: dict, keep: int = 2,
+                 fault=None):
+        self.name = name
+        self.fault = fault  # fault(step, batch_id): the job's kill points (IVMSTREAM_KILL_AT)
+        self.cursors = cursors
+        self.every = max(1, int(every))
+        self.config = config
+        self.keep = keep
+        self.store: SnapshotStore | None = None
+        self.since = 0  # batches that changed the engine since its last snapshot
+        self.last_start: dict = {}
+
+    def setup(self, spark, job) -> None:
+        self.store = SnapshotStore(job.lake.root, spark, keep=self.keep)
+        self.store.ensure()
+
+    def _store(self, spark, job) -> SnapshotStore:
+        if self.store is None:
+            self.setup(spark, job)
+        self.store.spark = spark
+        return self.store
+
+    def start(self, spark, job, engine, rebuild) -> str:
+        """Restore ``engine`` (protocol) and catch up, or ``rebuild(spark, job) -> rows read``
+        into a fresh state; returns the one line to print."""
+        import json
+
+        t0 = time.perf_counter()
+        committed = {c.table: int(job.versions.get(c.table, 0)) for c in self.cursors}
+        store = self._store(spark, job)
+        snap, why = None, None
+        try:
+            snap = store.latest(self.name, committed)
+        except Exception as e:  # noqa: BLE001 - an unreadable store only costs the recount
+            why = f"snapshot store not readable: {_first_line(e)}"
+        if snap is None and why is None:
+            why = "no snapshot consistent with the mirrors"
+        if snap is not None and snap.config != json.dumps(self.config, sort_keys=True):
+            why, snap = f"the snapshot of batch {snap.batch_id} was taken with other settings", None
+        caught = 0
+        if snap is not None:
+            try:
+                engine.restore(snap.encoding, snap.state)
+            except StateError as e:
+                why, snap = f"the snapshot of batch {snap.batch_id} does not decode: {_first_line(e)}", None
+        if snap is not None:
+            try:
+                deltas = {}
+                for c in self.cursors:
+                    c.version = int(snap.versions.get(c.table, -1))
+                    d = c.changes(spark, job.lake, committed[c.table])
+                    if d is not None and d.num_rows:
+                        deltas[c.table] = d
+            except Exception as e:  # noqa: BLE001 - the feed is gone: only a recount is exact
+                why = (f"the change feed of {c.table} does not cover versions {c.version}..{committed[c.table]}: "
+                       f"{_first_line(e)}")
+                snap = None
+        if snap is not None:
+            caught = sum(d.num_rows for d in deltas.values())
+            if deltas:
+                engine.apply(deltas)  # rows the engine rejects were quarantined when they first came
+            ms = (time.perf_counter() - t0) * 1000
+            self.last_start = {"restored": True, "batch_id": snap.batch_id, "ms": ms, "caught_up": caught,
+                               "snapshot_bytes": snap.size}
+            return (f"{self.name}: restored from snapshot of batch {snap.batch_id} ({_versions(snap.versions)}) "
+                    f"in {ms:.0f} ms, caught up {caught:,} changes")
+        rows = rebuild(spark, job)
+        for c in self.cursors:
+            c.version = committed[c.table]
+        ms = (time.perf_counter() - t0) * 1000
+        self.since = self.every if rows else 0  # a recount is worth a snapshot at the next batch
+        self.last_start = {"restored": False, "ms": ms, "rows": rows, "why": why}
+        return f"{self.name}: recounted {rows:,} edges in {ms:.0f} ms ({why})"
+
+    def after_batch(self, spark, job, ctx, engine, changed: bool) -> bool:
+        """Snapshot every ``every``-th batch that changed the engine; True when one was written."""
+        if changed:
+            self.since += 1
+        if self.since < self.every:
+            return False
+        t0 = time.perf_counter()
+        encoding, data = engine.snapshot()
+        # kill points: snapshot.begin.<name> just before the Delta commit, snapshot.<name> after it
+        fault = None if self.fault is None else (lambda step: self.fault(
+            f"snapshot.begin.{self.name}" if step == "begin" else f"snapshot.{self.name}", ctx.batch_id))
+        wrote = self._store(spark, job).write(
+            self.name, ctx.app_id, ctx.batch_id, {c.table: c.version for c in self.cursors}, encoding, data,
+            self.config, fault=fault)
+        self.since = 0
+        ctx.metrics.setdefault(self.name, {})["snapshot"] = {
+            "bytes": len(data), "ms": round((time.perf_counter() - t0) * 1000, 1), "written": wrote}
+        return wrote
+
+
+def _versions(versions: dict) -> str:
+    if len(versions) == 1:
+        return f"mirror v{next(iter(versions.values()))}"
+    return "mirrors " + ", ".join(f"{t} v{v}" for t, v in sorted(versions.items()))
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]

@@ -1,0 +1,185 @@
+"""The snapshot store: engine snapshots in one Delta table, found again by mirror versions.
+
+Table ``state_snapshots`` under the lake root, one row per snapshot: ``maintainer`` (e.g.
+``triangles.g``), ``batch_id`` that wrote it, ``versions`` (mirror table -> the version the
+state reflects), ``encoding`` and ``state`` (``Engine.snapshot()``), ``bytes`` (its length),
+``config`` (the maintainer's settings as JSON: a snapshot is used only under the same
+settings), ``snapshot_id`` and ``written_at``.
+
+Exactly once: a write carries the Delta application transaction
+(``<app id>:<maintainer>``, batch id), the same ``txn`` action as every other write of the job
+(``connectors.delta_sink.append_small``), so a replayed batch does not write its snapshot
+twice. A snapshot is *consistent* with the mirrors as committed when, for each table it
+reflects, its version is at most the committed one; ``latest`` returns the newest such
+snapshot (the restart then reads the change feed from there). A snapshot ahead of the
+mirrors (a mirror rolled back) is skipped, which is why ``keep`` (default 2) snapshots per
+maintainer stay: ``write`` deletes older ones every ``keep`` writes and vacuums their files.
+
+On a local lake every read and write goes through delta-rs (no Spark job: a 50 MB snapshot
+is read back in tens of milliseconds); a remote lake (s3a://, abfss://) uses Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+
+TABLE = "state_snapshots"
+DDL = ("maintainer STRING, batch_id BIGINT, versions MAP<STRING, BIGINT>, encoding STRING, state BINARY, "
+       "bytes BIGINT, config STRING, snapshot_id STRING, written_at TIMESTAMP")
+SCHEMA = pa.schema([
+    ("maintainer", pa.string()), ("batch_id", pa.int64()), ("versions", pa.map_(pa.string(), pa.int64())),
+    ("encoding", pa.string()), ("state", pa.large_binary()), ("bytes", pa.int64()), ("config", pa.string()),
+    ("snapshot_id", pa.string()), ("written_at", pa.timestamp("us", tz="UTC")),
+])
+_META = ["maintainer", "batch_id", "versions", "encoding", "bytes", "config", "snapshot_id", "written_at"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    maintainer: str
+    batch_id: int
+    versions: dict
+    encoding: str
+    state: bytes
+    config: str
+    snapshot_id: str
+    written_at: object
+
+    @property
+    def size(self) -> int:
+        return len(self.state)
+
+
+def consistent(versions: dict, at_most: dict) -> bool:
+    """Every table the snapshot reflects is committed at least as far as the snapshot."""
+    return all(t in at_most and int(v) <= int(at_most[t]) for t, v in versions.items())
+
+
+class SnapshotStore:
+    """Snapshots of every maintainer of one lake (``spark`` only for a remote lake)."""
+
+    def __init__(self, lake_root: str | Path, spark=None, keep: int = 2):
+        self.path = sink.Lake(lake_root).output(TABLE)
+        self.spark = spark
+        self.keep = max(1, int(keep))
+        self._writes: dict[str, int] = {}
+        self._local = "://" not in self.path or self.path.startswith("file:")
+
+    # -- the table -------------------------------------------------------------------------
+    def ensure(self) -> None:
+        if not self._local:
+            sink.ensure_table(self.spark, self.path, DDL)
+            return
+        import deltalake
+
+        try:
+            deltalake.DeltaTable(self.path)
+        except Exception:  # noqa: BLE001 - absent: create it (a lost race is a harmless error)
+            Path(self.path).mkdir(parents=True, exist_ok=True)
+            try:
+                deltalake.DeltaTable.create(self.path, schema=SCHEMA, mode="ignore")
+            except Exception:  # noqa: BLE001 - created meanwhile by another writer
+                deltalake.DeltaTable(self.path)
+
+    # -- write -------------------------------------------------------------------------------
+    def write(self, maintainer: str, app_id: str, batch_id: int, versions: dict, encoding: str,
+              state: bytes, config: dict | str | None = None, fault=None) -> bool:
+        """Append one snapshot, idempotent on (``app_id:maintainer``, ``batch_id``); False when
+        this writer committed that batch's snapshot before. ``fault(step)`` marks kill points."""
+        txn_app = f"{app_id}:{maintainer}"
+        if self._local and sink._done_before(self.path, txn_app, batch_id):
+            return False
+        cfg = config if isinstance(config, str) or config is None else json.dumps(config, sort_keys=True)
+        row = pa.table({
+            "maintainer": [maintainer], "batch_id": pa.array([batch_id], pa.int64()),
+            "versions": pa.array([sorted((str(k), int(v)) for k, v in versions.items())],
+                                 pa.map_(pa.string(), pa.int64())),
+            "encoding": [encoding], "state": pa.array([bytes(state)], pa.large_binary()),
+            "bytes": pa.array([len(state)], pa.int64()), "config": pa.array([cfg], pa.string()),
+            "snapshot_id": [uuid.uuid4().hex],
+            "written_at": pa.array([sink.utcnow()], pa.timestamp("us", tz="UTC")),
+        }, schema=SCHEMA)
+        if fault:
+            fault("begin")
+        if self._local:
+            sink.append_small(self.spark, self.path, row, txn_app, batch_id)
+        else:  # Spark has no large_binary in its Arrow conversion
+            sink.append(self.spark, self.path, row.cast(_spark_schema()), txn_app, batch_id)
+        if fault:
+            fault("written")
+        self._writes[maintainer] = self._writes.get(maintainer, 0) + 1
+        if self._writes[maintainer] % self.keep == 0:
+            self.prune(maintainer)
+        return True
+
+    # -- read --------------------------------------------------------------------------------
+    def _meta(self, maintainer: str) -> list[dict]:
+        if self._local:
+            import deltalake
+
+            ds = deltalake.DeltaTable(self.path).to_pyarrow_dataset()
+            import pyarrow.dataset as pds
+
+            rows = ds.to_table(columns=_META, filter=pds.field("maintainer") == maintainer).to_pylist()
+        else:
+            lit = maintainer.replace("'", "''")
+            rows = [r.asDict() for r in self.spark.read.format("delta").load(self.path)
+                    .where(f"maintainer = '{lit}'").select(*_META).collect()]
+        for r in rows:
+            r["versions"] = dict(r["versions"] or {})
+        rows.sort(key=lambda r: (r["written_at"], r["batch_id"]), reverse=True)
+        return rows
+
+    def _state(self, snapshot_id: str) -> bytes:
+        if self._local:
+            import deltalake
+            import pyarrow.dataset as pds
+
+            ds = deltalake.DeltaTable(self.path).to_pyarrow_dataset()
+            col = ds.to_table(columns=["state"], filter=pds.field("snapshot_id") == snapshot_id).column("state")
+        else:
+            col = [self.spark.read.format("delta").load(self.path)
+                   .where(f"snapshot_id = '{snapshot_id}'").select("state").first()[0]]
+        return bytes(col[0].as_py() if hasattr(col[0], "as_py") else col[0])
+
+    def list(self, maintainer: str) -> list[dict]:
+        """Metadata of this maintainer's snapshots, newest first (no state bytes)."""
+        return self._meta(maintainer)
+
+    def latest(self, maintainer: str, at_most_versions: dict) -> Snapshot | None:
+        """The newest snapshot of ``maintainer`` consistent with the committed mirror versions."""
+        for r in self._meta(maintainer):
+            if consistent(r["versions"], at_most_versions):
+                return Snapshot(maintainer, int(r["batch_id"]), r["versions"], r["encoding"],
+                                self._state(r["snapshot_id"]), r["config"], r["snapshot_id"], r["written_at"])
+        return None
+
+    # -- bound ---------------------------------------------------------------------------------
+    def prune(self, maintainer: str, keep: int | None = None) -> int:
+        """Delete all but the newest ``keep`` snapshots of ``maintainer`` (and, on a local lake,
+        vacuum their files: this table is never read at an older version). Returns rows deleted."""
+        keep = self.keep if keep is None else keep
+        old = [r["snapshot_id"] for r in self._meta(maintainer)[keep:]]
+        if not old:
+            return 0
+        ids = ", ".join(f"'{i}'" for i in old)
+        if self._local:
+            import deltalake
+
+            dt_ = deltalake.DeltaTable(self.path)
+            dt_.delete(f"snapshot_id IN ({ids})")
+            dt_.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+        else:
+            self.spark.sql(f"DELETE FROM delta.`{self.path}` WHERE snapshot_id IN ({ids})")
+        return len(old)
+
+
+def _spark_schema() -> pa.Schema:
+    return pa.schema([pa.field(f.name, pa.binary() if f.name == "state" else f.type) for f in SCHEMA])
