@@ -251,8 +251,8 @@ class DebeziumConfig:
 
 
 @dataclass(frozen=True)
-class GraphConfig:
-    """A triangle-counted graph over a CDC table's (src, dst) columns."""
+class TrianglesConfig:
+    """A triangle-counted graph (``[[graphs]]``) over a CDC table's (src, dst) columns."""
 
     name: str
     table: str
@@ -309,6 +309,13 @@ class SketchSettings:
 
 
 @dataclass(frozen=True)
+class StateSettings:
+    """``[state]``: how triangle and view maintainers keep their engine snapshots (issue 18)."""
+
+    snapshot_every: int = 10  # batches that changed an engine between two of its snapshots
+
+
+@dataclass(frozen=True)
 class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     starting_offsets: str = "earliest"
@@ -338,10 +345,11 @@ class JobConfig:
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()
-    graphs: tuple[GraphConfig, ...] = ()
+    graphs: tuple[TrianglesConfig, ...] = ()
     views: tuple[ViewConfig, ...] = ()
     sketches: tuple[SketchConfig, ...] = ()
     sketch: SketchSettings = field(default_factory=SketchSettings)
+    state: StateSettings = field(default_factory=StateSettings)
     source_file: Path | None = None
     debezium: DebeziumConfig | None = None
 
@@ -392,6 +400,7 @@ _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
 _SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
 _SKETCH_SETTINGS_KEYS = {"snapshot_every", "spark_join_rows"}
+_STATE_KEYS = {"snapshot_every"}
 
 
 def _entry(raw: Any, section: str, i: int, where: str) -> str:
@@ -440,7 +449,7 @@ def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) 
     return SketchConfig(name=name, sql=sql, partitions=tuple(parts), mode=mode)
 
 
-def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> GraphConfig:
+def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> TrianglesConfig:
     w = _entry(raw, "graphs", i, where)
     _check_keys(raw, _GRAPH_KEYS, w)
     for k in ("name", "table"):
@@ -450,7 +459,7 @@ def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -
     for k in ("table", "src", "dst", "mode", "relation"):
         if k in raw:
             _want_str(raw[k], w, k)
-    g = GraphConfig(**{k: raw[k] for k in raw})
+    g = TrianglesConfig(**{k: raw[k] for k in raw})
     if g.mode not in ("undirected", "directed", "three_relation"):
         raise ConfigError(f"{w}: mode {g.mode!r} is not undirected, directed or three_relation")
     eps = _want_number(g.epsilon, w, "epsilon", 0.0, 1.0)
@@ -600,7 +609,8 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     safety check as ``sketch register``: a config that loads does not fail later in Spark."""
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "debezium"}, where)
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
+                       "debezium"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
@@ -650,6 +660,11 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
                                  1, 1_000_000),
         spark_join_rows=_want_int(sk.get("spark_join_rows", SketchSettings.spark_join_rows), w,
                                   "spark_join_rows", 0))
+    st = data.get("state", {})
+    w = f"{where}: [state]"
+    _check_keys(st, _STATE_KEYS, w)
+    stcfg = StateSettings(snapshot_every=_want_int(st.get("snapshot_every", StateSettings.snapshot_every), w,
+                                                   "snapshot_every", 1, 1_000_000))
 
     tables = tuple(_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
     if not tables:
@@ -685,6 +700,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         views=views,
         sketches=sketches,
         sketch=skcfg,
+        state=stcfg,
         source_file=source,
         debezium=dbz,
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 
 def maintainers_for(cfg) -> list:
-    from streaming_app.graph_maintainers import TriangleMaintainer, ViewMaintainer
+    from streaming_app.triangles.maintainer import TriangleMaintainer
+    from streaming_app.views.maintainer import ViewMaintainer
 
     out: list = []
-    out += [TriangleMaintainer(g) for g in cfg.graphs]
-    out += [ViewMaintainer(v) for v in cfg.views]
+    out += [TriangleMaintainer(g, cfg.state) for g in cfg.graphs]
+    out += [ViewMaintainer(v, cfg.state) for v in cfg.views]
     from streaming_app.sketches.maintainer import SketchStreamMaintainer
 
     out.append(SketchStreamMaintainer(cfg))  # idle (one log lookup per batch) until a query is registered

@@ -1,0 +1,1 @@
+"""Triangle counts of CDC-fed graphs (``[[graphs]]``): the job's wiring of the IVM^ε engine."""
