@@ -31,12 +31,13 @@ class AggSel:
     downstream while it is the best of its group for *any* of them (multi-aggregate AggSel).
     """
 
-    __slots__ = ("h", "members", "best", "group", "ranks")
+    __slots__ = ("h", "members", "best", "best_rank", "group", "ranks")
 
     def __init__(self, prov: Provenance, group: Callable, ranks: tuple) -> None:
         self.h = ProvTable(prov)
         self.members: dict[Hashable, set] = defaultdict(set)
         self.best: dict[tuple, tuple] = {}  # (group, aggregate index) -> tuple
+        self.best_rank: dict[tuple, tuple] = {}  # (group, aggregate index) -> rank of that tuple (hot)
         self.group = group
         self.ranks = tuple(ranks)
 
@@ -51,15 +52,21 @@ class AggSel:
         g = self.group(t)
         self.members[g].add(t)
         passed, beaten = False, []
+        best, best_rank = self.best, self.best_rank
         for i, rank in enumerate(self.ranks):
-            b = self.best.get((g, i))
-            if b is None or b == t:
-                self.best[(g, i)] = t
+            k = (g, i)
+            b = best.get(k)
+            if b is None:
+                best[k], best_rank[k] = t, rank(t)
                 passed = True
-            elif rank(t) < rank(b):
-                self.best[(g, i)] = t
+            elif b == t:
                 passed = True
-                beaten.append(b)
+            else:
+                rt = rank(t)
+                if rt < best_rank[k]:
+                    best[k], best_rank[k] = t, rt
+                    passed = True
+                    beaten.append(b)
         if not passed:
             return None
         return [b for b in set(beaten) if not self.is_best(b, g)]
@@ -76,13 +83,15 @@ class AggSel:
             for i in range(len(self.ranks)):
                 if self.best.get((g, i)) == t:
                     del self.best[(g, i)]
+                    del self.best_rank[(g, i)]
                     lost.add((g, i))
         promoted = {}
         for g, i in lost:
             ms = self.members.get(g)
             if ms:
-                nb = min(ms, key=self.ranks[i])
-                self.best[(g, i)] = nb
+                rank = self.ranks[i]
+                nb = min(ms, key=rank)
+                self.best[(g, i)], self.best_rank[(g, i)] = nb, rank(nb)
                 promoted[nb] = self.h.get(nb)
             else:
                 self.members.pop(g, None)
@@ -92,8 +101,10 @@ class AggSel:
         """Recompute members/best from ``h`` (after a restore)."""
         self.members.clear()
         self.best.clear()
+        self.best_rank.clear()
         for t in self.h.keys():
             self.members[self.group(t)].add(t)
         for g, ms in self.members.items():
             for i, rank in enumerate(self.ranks):
-                self.best[(g, i)] = min(ms, key=rank)
+                b = self.best[(g, i)] = min(ms, key=rank)
+                self.best_rank[(g, i)] = rank(b)
