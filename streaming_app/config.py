@@ -342,6 +342,9 @@ class JobConfig:
     lake_root: Path = REPO_ROOT / "lake"
     checkpoint_root: Path = REPO_ROOT / "checkpoints"
     trigger_interval_s: float = 2.0
+    # Where a batch's records are decoded: "executors" (the Spark tasks that read them, in
+    # parallel) or "driver" (collected first; no Python workers).
+    decode: str = "executors"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()
@@ -388,7 +391,7 @@ class JobConfig:
         return cfg
 
 
-_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s"}
+_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
 _SPARK_KEYS = {"master", "ui", "ui_port", "ui_host", "driver_memory", "shuffle_partitions", "conf"}
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges",
@@ -621,6 +624,9 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     _check_keys(job, _JOB_KEYS, w)
     name = _want_name(job.get("name", "ivmstream"), w, "name", _NAME)
     trigger = _want_number(job.get("trigger_interval_s", 2.0), w, "trigger_interval_s", 0.0, 86_400.0)
+    decode = job.get("decode", JobConfig.decode)
+    if decode not in ("executors", "driver"):
+        raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {_shown(decode)}")
 
     kafka = data.get("kafka", {})
     w = f"{where}: [kafka]"
@@ -693,6 +699,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         checkpoint_root=_path(job.get("checkpoint_root", "checkpoints"), base,
                               f"{where}: [job] checkpoint_root"),
         trigger_interval_s=trigger,
+        decode=decode,
         kafka=kcfg,
         spark=scfg,
         tables=tables,

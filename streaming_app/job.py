@@ -3,9 +3,9 @@
 One Structured Streaming query reads every configured topic with Spark's Kafka source and
 hands each micro-batch to ``IngestJob.process_batch`` through ``foreachBatch``:
 
-  1. collect the batch's Kafka records to the driver as Arrow (bounded by
-     ``max_offsets_per_trigger``) and decode them (connectors.debezium); bad records become
-     ``quarantine`` rows;
+  1. decode the batch's Kafka records (bounded by ``max_offsets_per_trigger``) in the Spark
+     tasks that read them (streaming_app.decode_stage; or on the driver with
+     ``[job] decode = "driver"``; connectors.debezium); bad records become ``quarantine`` rows;
   2. reduce each table's events to the final image per primary key and MERGE them into the
      table's Delta mirror, one commit per table per batch;
   3. run the registered maintainers (sketches, triangles, recursive views) on what changed;
@@ -33,6 +33,7 @@ from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, Rejected, decode_batch
 from connectors.mirror_plan import plan_table
 from streaming_app.config import JobConfig, env
+from streaming_app.decode_stage import decode_on_executors, offset_ranges, raw_records
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
@@ -201,22 +202,31 @@ class IngestJob:
             return
         started = sink.utcnow()
         steps: dict[str, float] = {}
+        spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: read and decode")
         t = time.perf_counter()
-        arrow = batch_df.select("topic", "partition", "offset", "key", "value", "headers").toArrow()
-        steps["collect"] = _ms(t)
-        _fault("collect", batch_id)
-
-        t = time.perf_counter()
-        cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
-        headers = [[(h["key"], h["value"]) for h in hs] if hs else None
-                   for hs in arrow.column("headers").to_pylist()]
-        decoded = decode_batch(self.cfg, zip(*cols, headers))
-        steps["decode"] = _ms(t)
+        if self.cfg.decode == "executors":
+            # One Spark job reads and decodes the records in parallel tasks (decode_stage).
+            decoded, offsets = decode_on_executors(self.cfg, batch_df)
+            steps["read_decode"] = _ms(t)
+            _fault("collect", batch_id)
+            raw_of = lambda coords: raw_records(batch_df, coords)  # noqa: E731
+        else:
+            arrow = batch_df.select("topic", "partition", "offset", "key", "value", "headers").toArrow()
+            steps["collect"] = _ms(t)
+            _fault("collect", batch_id)
+            t = time.perf_counter()
+            cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
+            headers = [[(h["key"], h["value"]) for h in hs] if hs else None
+                       for hs in arrow.column("headers").to_pylist()]
+            decoded = decode_batch(self.cfg, zip(*cols, headers))
+            steps["decode"] = _ms(t)
+            offsets = offset_ranges(cols[0], cols[1], cols[2])
+            raw_all = {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)}
+            raw_of = lambda coords: raw_all  # noqa: E731
         ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
 
         t = time.perf_counter()
         keys_changed = 0
-        raw = None  # (topic, partition, offset) -> (key, value), built only if a plan rejects
         for table in self.cfg.tables:
             events = decoded.events.get(table.name) or []
             if not events:
@@ -225,7 +235,7 @@ class IngestJob:
             before = self.versions.get(table.name, 0)
             plan = plan_table(events, lambda keys: sink.lookup_rows(spark, path, table, before, keys))
             if plan.rejected:
-                raw = raw or {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)}
+                raw = raw_of({(table.topic, ev.partition, ev.offset) for ev, _, _ in plan.rejected})
                 ctx.rejected.extend(_rejection(table.topic, raw, ev, code, reason)
                                     for ev, code, reason in plan.rejected)
             if not plan.final and not plan.truncate:
@@ -272,7 +282,7 @@ class IngestJob:
 
         row = {
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
-            "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(_offsets(arrow)),
+            "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(offsets),
             "mirror_versions": ctx.mirror_versions, "records_in": decoded.records,
             "events": sum(len(v) for v in decoded.events.values()), "keys_changed": keys_changed,
             "quarantined": len(rejected), "tombstones": decoded.tombstones,
@@ -355,6 +365,10 @@ class IngestJob:
                   .option("subscribe", ",".join(cfg.topics))
                   .option("startingOffsets", cfg.kafka.starting_offsets)
                   .option("maxOffsetsPerTrigger", str(cfg.kafka.max_offsets_per_trigger)))
+        if cfg.decode == "executors" and "minPartitions" not in dict(cfg.kafka.extra_options):
+            # Decoding runs in the tasks that read Kafka: split a batch over every core even
+            # when the topics have fewer partitions (slices are merged back in log order).
+            reader = reader.option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
         for k, v in cfg.kafka.extra_options:
             reader = reader.option(k, v)
         writer = (reader.load().writeStream.queryName(cfg.name)
@@ -403,18 +417,6 @@ def _fault(step: str, batch_id: int) -> None:
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
-
-
-def _offsets(arrow: pa.Table) -> dict:
-    out: dict[str, dict[str, list[int]]] = {}
-    if arrow.num_rows == 0:
-        return out
-    for topic, part, off in zip(arrow.column("topic").to_pylist(), arrow.column("partition").to_pylist(),
-                                arrow.column("offset").to_pylist()):
-        lo_hi = out.setdefault(topic, {}).setdefault(str(part), [off, off])
-        lo_hi[0] = min(lo_hi[0], off)
-        lo_hi[1] = max(lo_hi[1], off)
-    return out
 
 
 def _operator_figures(m, ctx: BatchContext, ms: float) -> dict:
