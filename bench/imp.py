@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from operators.sketch_reference import reference_sketch  # noqa: E402
-from operators.sketch_reference.datasets import LINEITEM_GROUPS, WEIGHT, load_tpch, random_delta  # noqa: E402
+from bench.harness.datasets import LINEITEM_GROUPS, WEIGHT, load_tpch, random_delta  # noqa: E402
 from tests.sketch_tpch.queries import tpch_queries  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"

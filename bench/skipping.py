@@ -15,7 +15,7 @@ mismatch fails the run).
 Data read is reported twice: from the Delta log's file statistics (files whose min/max of
 the partition attribute overlap the sketch's merged ranges; streaming_app.sketches.query.
 file_stats) and from Spark's own scan metrics of the executed plan (numFiles / filesSize of
-each file scan, after Delta's data skipping; sketch_query.scan_metrics).  Both per table and
+each file scan, after Delta's data skipping; sketches.query.scan_metrics).  Both per table and
 over all tables the query reads; "lineitem only" is a sketch on lineitem alone (other tables
 read whole).  Last, at the largest layout and fragment count, each query goes through the
 registered path: ``register_query`` (``ivmstream sketch register``, safety-checked per table
@@ -248,9 +248,10 @@ def main() -> int:
 def _registered(spark, cfg, nfiles: int, nfrag: int, qtables: dict, mismatches: list) -> list:
     """Each query registered as a user would (`ivmstream sketch register --partition T.A:F,...`:
     every table the safety check proves, from the config's declared not_null / ranges; a refused
-    table is read whole) and run with `ivmstream query --use-sketch` (sketch_query.run_query)."""
+    table is read whole) and run with `ivmstream query --use-sketch` (sketches.query.run_query)."""
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketches.maintainer import check_safe, drop_query, register_query
+    from operators.sketch_safety.registration import check_safe
+    from streaming_app.sketches.register import drop_query, register_query
     from streaming_app.sketches.query import run_query, run_with_predicates
 
     out = []

@@ -148,7 +148,9 @@ def build_base(spark, base: Path, sf: float) -> None:
 def run_variant(broker, spark, work: Path, base: Path, n_queries: int, args, sample: list[dict]) -> dict:
     from operators.sketch import SketchMaintainer
     from streaming_app.runner import run_job
-    from streaming_app.sketches.maintainer import check_query, read_registry, register_query
+    from operators.sketch_safety.registration import check_query
+    from streaming_app.sketches.register import register_query
+    from streaming_app.sketches.registry import read_registry
 
     name = f"bench_sk{n_queries}"
     root = work / name

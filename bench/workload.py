@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from operators.sketch import RangePartition, SketchMaintainer  # noqa: E402
 from operators.sketch_advisor import advise  # noqa: E402
-from operators.sketch_reference.datasets import WEIGHT, load_tpch, random_delta  # noqa: E402
+from bench.harness.datasets import WEIGHT, load_tpch, random_delta  # noqa: E402
 from operators.sketch_reuse import SelfTuner, SketchStore  # noqa: E402
 
 RID = "__rid"

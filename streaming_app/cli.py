@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 from operators.errors import ConfigError, IvmError
 from streaming_app.config import ENV, REPO_ROOT, env, load_config
+from streaming_app.flags import int_in, non_empty, non_negative_number, port, positive_seconds
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
 
@@ -34,52 +34,6 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 
-# Flag types: argparse turns their ValueError/ArgumentTypeError into Parser.error. They also
-# apply to defaults taken from the environment (argparse converts string defaults).
-def positive_seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return v
-
-
-def non_negative_number(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
-
-
-def int_in(lo: int, hi: int | None = None):
-    """An integer flag in lo..hi (no upper bound when hi is None)."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text.strip())
-        except ValueError:
-            v = None
-        if v is None or v < lo or (hi is not None and v > hi):
-            span = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
-            raise argparse.ArgumentTypeError(f"must be an integer {span}, got {text!r}")
-        return v
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def non_empty(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
-
-
-port = int_in(1, 65535)
 
 
 def _broker(args):

@@ -794,7 +794,7 @@ def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, wher
     safety check for any future data. With no ``partitions`` only the first two run."""
     from operators.errors import IvmError, SqlError
     from operators.sketch import SketchMaintainer
-    from streaming_app.sketches.maintainer import check_query, check_safe
+    from operators.sketch_safety.registration import check_query, check_safe
 
     where = where or f"sketch {name!r}"
     why = sql_problem(sql)

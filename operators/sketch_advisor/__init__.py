@@ -1,7 +1,7 @@
 """Cost-based sketch attribute selection: sample, estimate sketch sizes, pick the smallest safe one.
 
 ``advise(sql, tables, fragments=100, theta=0.05, seed=0) -> [Candidate]`` (best first),
-``verify(sql, tables, candidates)`` (true shares via the reference oracle or a capture),
+``verify(sql, tables, candidates, how=...)`` (true shares by a capture, or by an oracle the caller passes),
 ``advise_report`` / ``format_advice`` (ranked candidates, refused attributes with the reason, the
 winner) and ``advise_for_cli(sql, tables, verify)`` (the printed table for ``ivmstream sketch advise``).
 """

@@ -349,10 +349,14 @@ def size_from_groups(selected: np.ndarray, gid: np.ndarray, frag: np.ndarray, fr
 
 
 def verify(sql: str, tables: dict, candidates: list[Candidate], *, fragments: int | None = None,
-           partitions: dict | None = None, how: str = "reference") -> list[Candidate]:
-    """The candidates with ``true`` set: the share the accurate sketch covers, computed by the
-    reference oracle (``how="reference"``, DuckDB) or by a capture with the maintenance engine
-    (``how="capture"``, ``SketchMaintainer.initialize``)."""
+           partitions: dict | None = None, how="capture") -> list[Candidate]:
+    """The candidates with ``true`` set: the share the accurate sketch covers, computed by a
+    capture with the maintenance engine (``how="capture"``, ``SketchMaintainer.initialize``) or
+    by ``how(sql, tables, partitions) -> {table: fragment ids}``: the tests and the bench pass
+    the DuckDB lineage oracle (``operators.sketch_reference.reference_sketch``) here, which
+    product code never imports."""
+    if isinstance(how, str) and how != "capture":
+        raise ValueError(f"verify: how must be 'capture' or a function, got {how!r}")
     tables = {t.lower(): v for t, v in tables.items()}
     out = []
     for c in candidates:
@@ -365,16 +369,14 @@ def verify(sql: str, tables: dict, candidates: list[Candidate], *, fragments: in
             m.initialize(tables)
             ids = np.asarray(sorted(m.sketch.get(c.table, ())), dtype=np.int64)
         else:
-            from operators.sketch_reference import reference_sketch
-
-            ids = reference_sketch(sql, tables, {c.table: part})[c.table]
+            ids = np.asarray(how(sql, tables, {c.table: part})[c.table], dtype=np.int64)
         out.append(replace(c, true=float(frag_sizes[ids].sum()) / (tables[c.table].num_rows or 1)))
     return out
 
 
 def advise_report(sql: str, tables: dict, *, verify: bool = False, fragments: int = 100, theta: float = 0.05,
                   seed: int = 0, strategy: str = "all", stats: dict | None = None, nullable: dict | None = None,
-                  how: str = "reference") -> Advice:
+                  how="capture") -> Advice:
     """Screen the attributes, rank the safe candidates and, with ``verify``, add true shares."""
     cands, refused = screen(sql, tables, strategy, fragments, True, stats, nullable)
     ranked = advise(sql, tables, fragments=fragments, theta=theta, seed=seed, candidates=cands) if cands else []
@@ -410,7 +412,7 @@ def format_advice(advice: Advice) -> str:
 
 
 def advise_for_cli(sql: str, tables: dict, verify: bool = False, *, fragments: int = 100, theta: float = 0.05,
-                   seed: int = 0, strategy: str = "all", stats: dict | None = None, how: str = "reference") -> str:
+                   seed: int = 0, strategy: str = "all", stats: dict | None = None, how="capture") -> str:
     """``format_advice(advise_report(...))``: the printed table of ``ivmstream sketch advise``."""
     return format_advice(advise_report(sql, tables, verify=verify, fragments=fragments, theta=theta, seed=seed,
                                        strategy=strategy, stats=stats, how=how))

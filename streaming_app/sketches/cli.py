@@ -18,6 +18,7 @@ import json
 
 from operators.errors import ConfigError, SqlError
 from streaming_app.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, check_sketch_sql, load_config, sql_problem
+from streaming_app.flags import int_in
 
 
 def _cfg(args):
@@ -56,8 +57,6 @@ def sketch_name(text: str) -> str:
 
 
 def fragments(text: str) -> int:
-    from streaming_app.cli import int_in
-
     return int_in(1, MAX_FRAGMENTS)(text)
 
 
@@ -129,7 +128,7 @@ PER_TABLE_MAX = 0.5
 
 def cmd_advise(args) -> int:
     from operators.sketch_advisor import advise_report, format_advice
-    from streaming_app.sketches.maintainer import declared_stats, may_be_null
+    from operators.sketch_safety.registration import declared_stats, may_be_null
 
     cfg = _cfg(args)
     check_sketch_sql(cfg, "--sql", args.sql, where="--sql")  # syntax, supported SQL, tables, columns
@@ -146,8 +145,9 @@ def cmd_advise(args) -> int:
 
 
 def cmd_register(args) -> int:
-    from streaming_app.sketches.maintainer import (as_parts, check_partition, check_query, declared_stats,
-                                                 may_be_null, register_query)
+    from operators.sketch_safety.registration import check_partition, check_query, declared_stats, may_be_null
+    from streaming_app.sketches.register import register_query
+    from streaming_app.sketches.registry import as_parts
 
     cfg = _cfg(args)
     # the SQL first (one SELECT, supported, over declared tables and columns): the safety
@@ -185,7 +185,7 @@ def cmd_register(args) -> int:
 
 
 def cmd_drop(args) -> int:
-    from streaming_app.sketches.maintainer import drop_query
+    from streaming_app.sketches.register import drop_query
 
     cfg = _cfg(args)
     if not drop_query(_spark(cfg), cfg, args.name):
@@ -330,20 +330,14 @@ def sampling_rate(text: str) -> float:
 
 
 def seed(text: str) -> int:
-    from streaming_app.cli import int_in
-
     return int_in(0, 2**32 - 1)(text)
 
 
 def max_file_mb(text: str) -> int:
-    from streaming_app.cli import int_in
-
     return int_in(1, 1 << 20)(text)
 
 
 def show_rows(text: str) -> int:
-    from streaming_app.cli import int_in
-
     return int_in(0, 10**9)(text)
 
 
@@ -415,12 +409,3 @@ def add_commands(sub, common) -> None:
                    help="form of the sketch predicates the query runs with (see sketch filter --form)")
     q.set_defaults(fn=cmd_query)
 
-
-def build_parser_check() -> set[str]:
-    """Names of the sketch subcommands and `query` as the main parser registers them."""
-    from streaming_app.cli import build_parser
-
-    p = build_parser()
-    sub = next(a for a in p._actions if a.dest == "command")
-    sk = next(a for a in sub.choices["sketch"]._actions if a.dest == "sketch_command")
-    return set(sk.choices) | ({"query"} & set(sub.choices))

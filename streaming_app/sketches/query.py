@@ -18,7 +18,11 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from operators.errors import ConfigError, StateError
-from streaming_app.sketches import maintainer as sm
+from streaming_app.sketches.outputs import write_sketch_rows
+from streaming_app.sketches.query_state import QueryState
+from streaming_app.sketches.registry import Part, Registration, read_registry
+from streaming_app.sketches.snapshots import latest_snapshot, write_snapshots
+from streaming_app.sketches.tables import REGISTERED, SKETCHES
 
 
 # -- reading sketches without Spark (delta-rs) -----------------------------------------------------
@@ -32,17 +36,17 @@ def _dl_table(path: str) -> pa.Table | None:
         return None
 
 
-def registration(lake: sink.Lake, name: str) -> sm.Registration:
-    t = _dl_table(lake.output(sm.REGISTERED))
+def registration(lake: sink.Lake, name: str) -> Registration:
+    t = _dl_table(lake.output(REGISTERED))
     rows = [] if t is None else [r for r in t.to_pylist() if r["name"] == name]
     if not rows:
         raise ConfigError(f"no registered sketch named {name!r} in {lake.root}")
-    return sm.Registration.from_rows(rows)
+    return Registration.from_rows(rows)
 
 
 def sketch_records(lake: sink.Lake, name: str) -> dict:
     """partitioned table (lower case) -> its ``sketches`` row for the query."""
-    t = _dl_table(lake.output(sm.SKETCHES))
+    t = _dl_table(lake.output(SKETCHES))
     rows = [] if t is None else [r for r in t.to_pylist() if r["query"] == name]
     if not rows:
         raise ConfigError(f"sketch {name!r} has not been captured yet (no row in 'sketches'; "
@@ -54,18 +58,18 @@ def lazy_refresh(spark, cfg, name: str) -> dict:
     """Bring a lazy query's sketch up to the mirrors' latest versions (from its newest
     snapshot and the change feed since, or a capture) and store it; returns the row."""
     lake = sink.Lake(cfg.lake_root)
-    reg = sm.read_registry(spark, lake).get(name)
+    reg = read_registry(spark, lake).get(name)
     if reg is None:
         raise ConfigError(f"no registered sketch named {name!r}")
     latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
-    q = sm.QueryState(reg)
-    snap = sm.latest_snapshot(spark, lake, reg, None) if reg.captured else None
+    q = QueryState(reg)
+    snap = latest_snapshot(spark, lake, reg, None) if reg.captured else None
     moved = True
     if snap is not None:
         try:
             q.restore(*snap)
         except StateError:  # an older build's encoding: recapture below
-            q, snap = sm.QueryState(reg), None
+            q, snap = QueryState(reg), None
         else:
             before = dict(q.versions)
             q.bring_forward(spark, lake, cfg, latest)
@@ -74,12 +78,12 @@ def lazy_refresh(spark, cfg, name: str) -> dict:
         empty = [p.table for p in reg.parts if p.boundaries is None]
         raise ConfigError(f"sketch {name!r}: table {', '.join(empty)} has no rows to partition yet")
     if moved:
-        sm.write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
-        sm.write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+        write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
+        write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
     return sketch_records(lake, name)
 
 
-def records(spark, cfg, name: str) -> tuple[sm.Registration, dict]:
+def records(spark, cfg, name: str) -> tuple[Registration, dict]:
     """The registration and its ``sketches`` rows, a lazy query brought forward first."""
     lake = sink.Lake(cfg.lake_root)
     reg = registration(lake, name)
@@ -88,7 +92,7 @@ def records(spark, cfg, name: str) -> tuple[sm.Registration, dict]:
     return reg, sketch_records(lake, name)
 
 
-def coverage(lake: sink.Lake, rec: dict, part: sm.Part) -> tuple[int, int]:
+def coverage(lake: sink.Lake, rec: dict, part: Part) -> tuple[int, int]:
     """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
     import deltalake
 
@@ -129,7 +133,7 @@ def staleness_line(st: dict) -> str:
 
 # -- file statistics -------------------------------------------------------------------------------
 
-def merged_runs(part: sm.Part, fragments) -> tuple[list, bool]:
+def merged_runs(part: Part, fragments) -> tuple[list, bool]:
     """Sketch fragments as merged value ranges [(lo or None, hi or None)], plus 'has NULL'."""
     return partition_runs(part.partition(), fragments)
 
@@ -145,7 +149,7 @@ def partition_runs(p, fragments) -> tuple[list, bool]:
 PREDICATE_FORMS = ("grouped", "flat")
 
 
-def sketch_predicate(part: sm.Part, fragments, form: str = "grouped") -> str:
+def sketch_predicate(part: Part, fragments, form: str = "grouped") -> str:
     """The SQL condition selecting a sketch's fragments of one partitioned table:
     ``flat`` (an OR of the merged ranges, as stored in ``sketches.predicate``) or
     ``grouped`` (the same ranges in about sqrt(n) groups behind their spans; RangePartition.predicate)."""

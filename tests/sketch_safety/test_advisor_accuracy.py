@@ -1,6 +1,6 @@
 """The advisor picks (nearly) the truly smallest safe sketch on generated TPC-H and synthetic data.
 
-Small versions of ``operators.sketch_advisor.accuracy`` (the full figures are in
+Small versions of ``bench.harness.advisor_accuracy`` (the full figures are in
 bench/results/advisor.md): random Q-AGH queries with selective HAVING thresholds; true sizes
 from the DuckDB lineage oracle. Seeds are fixed, so the rates are reproducible."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from operators.sketch_advisor.accuracy import crimes_queries, evaluate, rates, tpch_queries
-from operators.sketch_reference.datasets import load_tpch, make_crimes
+from bench.harness.advisor_accuracy import crimes_queries, evaluate, rates, tpch_queries
+from bench.harness.datasets import load_tpch, make_crimes
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from operators.sketch_advisor import (advise, advise_for_cli, bootstrap_means, c
                                       expected_size, fragment_probability, haas, half_width, pass_probability,
                                       size_from_groups, stratified_sample, verify)
 from operators.sketch_advisor.estimate import frechet_bounds
+from operators.sketch_reference import reference_sketch
 
 E1_SQL = "SELECT sum(numcrimes), pid, month, year FROM crimes GROUP BY pid, month, year HAVING sum(numcrimes) >= 100"
 PARTS = {
@@ -39,7 +40,7 @@ def test_e1_exact_sketches_and_choice(crimes):
                    partitions=PARTS)
     assert [(c.attribute, c.estimate) for c in cands] == [("year", 5 / 8), ("month", 7 / 8), ("pid", 1.0)]
     assert all(c.ci_low == c.estimate == c.ci_high for c in cands)  # θ = 1: the sample is the data
-    checked = verify(E1_SQL, crimes, cands, partitions=PARTS)
+    checked = verify(E1_SQL, crimes, cands, partitions=PARTS, how=reference_sketch)
     assert [c.true for c in checked] == [5 / 8, 7 / 8, 1.0]
     # E6: a random choice covers (8 + 7 + 5) / 3 rows on average, CB-OPT-GB 5
     assert sum(c.true for c in checked) / 3 * 8 == pytest.approx(6.667, abs=1e-3)
@@ -130,7 +131,7 @@ def test_topk_and_cli(crimes):
     cands = advise(q, crimes, theta=1.0, candidates=[("crimes", "pid"), ("crimes", "year")], partitions=PARTS)
     # pid 8 wins (182): pid fragment [7,10) holds 4 rows (pids 7, 8); year 2015 → [2013, 2021) holds 5
     assert [(c.attribute, c.estimate) for c in cands] == [("pid", 4 / 8), ("year", 5 / 8)]
-    text = advise_for_cli(E1_SQL, crimes, verify=True, fragments=3)
+    text = advise_for_cli(E1_SQL, crimes, verify=True, fragments=3, how=reference_sketch)
     assert "chosen:" in text and "true" in text.splitlines()[0]
     unsafe = "SELECT pid, avg(numcrimes) AS s FROM crimes GROUP BY pid HAVING avg(numcrimes) < 90"
     assert [c.attribute for c in advise(unsafe, crimes, fragments=3)] == ["pid"]

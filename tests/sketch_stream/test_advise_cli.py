@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from operators.sketch_advisor import advise, verify
+from operators.sketch_reference import reference_sketch
 from streaming_app import cli
 from streaming_app.config import dump_toml
 
@@ -64,7 +65,8 @@ def test_advise_prints_candidates_refusals_winner_and_true_sizes(tmp_path, capsy
     rc, out, err = run(["sketch", "advise", "--config", cfg, "--sql", SQL, "--fragments", "8", "--verify"], capsys)
     assert rc == 0, err
     nullable = {"sales": {"region", "store", "amount"}}  # what the CLI assumes: all but the key
-    want = verify(SQL, {"sales": data}, advise(SQL, {"sales": data}, fragments=8, stats={}, nullable=nullable))
+    want = verify(SQL, {"sales": data}, advise(SQL, {"sales": data}, fragments=8, stats={}, nullable=nullable),
+                  how=reference_sketch)
     lines = out.splitlines()
     assert "true" in lines[1] and "95% interval" in lines[1]
     for c in want:  # estimates and interval as the advisor computes them; true = reference oracle
@@ -125,7 +127,8 @@ def test_cli_advise_verify_and_register_without_partition(spark, tmp_path):
     assert adv.returncode == 0, adv.stderr
     chosen = next(x for x in adv.stdout.splitlines() if x.startswith("chosen: ")).split()[1]
     want = verify(SQL, {"sales": data}, advise(SQL, {"sales": data}, fragments=16, stats={},
-                                               nullable={"sales": {"region", "store", "amount"}}))
+                                               nullable={"sales": {"region", "store", "amount"}}),
+                  how=reference_sketch)
     assert chosen == f"sales.{want[0].attribute}"
     for c in want:  # true sizes by capture (engine) equal the reference oracle's
         assert f"{c.true:.1%}" in next(x for x in adv.stdout.splitlines() if f" sales.{c.attribute} " in x)

@@ -22,8 +22,9 @@ from operators.sketch_reference import reference_sketch
 from streaming_app.config import dump_toml, parse_config
 from streaming_app.demo_run import tpch_subset
 from streaming_app.runner import run_job
-from streaming_app.sketches.maintainer import bits_to_ids, register_query
+from streaming_app.sketches.register import register_query
 from streaming_app.sketches.query import run_query
+from streaming_app.sketches.tables import bits_to_ids
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -171,7 +172,7 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     # the top-k join probed its Delta-backed lineitem input with Spark in some batch
     assert sum(m["per_query"].get("top_revenue", {}).get("spark_probes", 0) for m in metrics if m) > 0
     # the progress listener reported the sketch metrics of the streaming query's batches
-    from streaming_app.sketches.maintainer import _LISTENERS
+    from streaming_app.sketches.progress import _LISTENERS
 
     def reported():
         return [x for lst in list(_LISTENERS.values()) for x in lst.lines]

@@ -11,8 +11,9 @@ import pytest
 from operators.errors import ConfigError
 from operators.sketch import RangePartition
 from streaming_app.config import parse_config
-from streaming_app.sketches.cli import build_parser_check, parse_partition
-from streaming_app.sketches.maintainer import Part, bits_to_ids, bounds_from_json, bounds_to_json
+from streaming_app.sketches.cli import parse_partition
+from streaming_app.sketches.registry import Part
+from streaming_app.sketches.tables import bits_to_ids, bounds_from_json, bounds_to_json
 from streaming_app.sketches.query import merged_runs
 
 TABLES = [{"name": "lineitem", "topic": "t.l", "primary_key": ["k"], "columns": {"k": "long", "q": "int"}}]
@@ -49,6 +50,16 @@ def test_partition_spec():
             parse_partition(s, 16)
 
 
+def build_parser_check() -> set[str]:
+    """Names of the sketch subcommands and `query` as the main parser registers them."""
+    from streaming_app.cli import build_parser
+
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "command")
+    sk = next(a for a in sub.choices["sketch"]._actions if a.dest == "sketch_command")
+    return set(sk.choices) | ({"query"} & set(sub.choices))
+
+
 def test_cli_has_sketch_commands():
     assert build_parser_check() == {"register", "advise", "drop", "show", "filter", "layout", "query"}
 
@@ -80,7 +91,7 @@ def test_bitset_and_merged_ranges_agree_with_the_predicate():
 
 def test_registration_refuses_a_partition_the_safety_check_cannot_prove():
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketches.maintainer import check_safe
+    from operators.sketch_safety.registration import check_safe
 
     cfg = parse_config({"tables": [{"name": "cities", "topic": "c", "primary_key": ["city"],
                                     "columns": {"city": "string", "state": "string", "popden": "long"}}]})
@@ -101,7 +112,8 @@ Q_JOIN = ("SELECT o_orderkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON 
 def test_sketch_on_several_tables_config_cli_and_checks():
     from operators.errors import UnsafeSketchError
     from streaming_app.sketches.cli import parse_partitions
-    from streaming_app.sketches.maintainer import check_query, check_safe, group_registrations
+    from operators.sketch_safety.registration import check_query, check_safe
+    from streaming_app.sketches.registry import group_registrations
 
     # config: a list or a comma-separated string, FRAGMENTS per table or the default
     for part in (["orders.o_orderkey:8", "lineitem.l_orderkey"], "orders.o_orderkey:8, lineitem.l_orderkey"):
@@ -141,7 +153,7 @@ def test_sketch_on_several_tables_config_cli_and_checks():
 
 def test_declared_not_null_columns_and_ranges_let_the_safety_check_prove_a_top_k():
     from operators.errors import UnsafeSketchError
-    from streaming_app.sketches.maintainer import check_safe, declared_stats, may_be_null
+    from operators.sketch_safety.registration import check_safe, declared_stats, may_be_null
 
     sql = ("SELECT o_custkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON o_orderkey = l_orderkey "
            "GROUP BY o_custkey ORDER BY q DESC LIMIT 3")

@@ -15,8 +15,9 @@ import pytest
 from connectors import delta_sink as sink
 from operators.sketch import SketchMaintainer
 from operators.sketch_reference import reference_sketch
-from streaming_app.sketches import maintainer as sm
-from streaming_app.sketches import delta_side as sketch_spark
+from streaming_app.sketches import delta_side, pushdown
+from streaming_app.sketches.query_state import QueryState
+from streaming_app.sketches.registry import Part, Registration, compute_boundaries
 from streaming_app.config import parse_config
 
 pytestmark = [pytest.mark.spark]
@@ -91,20 +92,20 @@ def _mirror(spark, lake, table):
 def test_pushdown_translates_only_what_it_can_keep_exact():
     cols = {t: c for t, (_, c) in TABLES.items()}
     m = SketchMaintainer.from_sql(QUERIES["topk_join"][0]).prepare({t: list(c) for t, c in cols.items()})
-    pd = sketch_spark.pushdown(m, cols)
+    pd = pushdown.pushdown(m, cols)
     assert pd["orders"][0] == "(`o_status` = 'F')"
     assert pd["lineitem"][0] == "(`l_shipdate` > DATE '1995-01-20')"
     assert "o_totalprice" not in pd["orders"][1]  # only the columns the query reads
     m = SketchMaintainer.from_sql(QUERIES["having_join"][0]).prepare({t: list(c) for t, c in cols.items()})
-    pd = sketch_spark.pushdown(m, cols)
+    pd = pushdown.pushdown(m, cols)
     assert pd["orders"][0] == "(`o_totalprice` <= 500.5)"  # decimal compared as float: weakened
     assert pd["lineitem"][0] is None
     # anything not translatable is dropped, OR of several queries, None wins
-    assert sketch_spark.union_pushdown([("a", ["x"]), ("b", ["y"])]) == ("(a) OR (b)", ["x", "y"])
-    assert sketch_spark.union_pushdown([("a", ["x"]), (None, ["y"])]) == (None, ["x", "y"])
+    assert pushdown.union_pushdown([("a", ["x"]), ("b", ["y"])]) == ("(a) OR (b)", ["x", "y"])
+    assert pushdown.union_pushdown([("a", ["x"]), (None, ["y"])]) == (None, ["x", "y"])
     m = SketchMaintainer.from_sql("SELECT l_orderkey FROM lineitem WHERE l_quantity * 2 > 10 "
                                   "OR l_linenumber IN (1, 2)").prepare({"lineitem": list(cols["lineitem"])})
-    assert sketch_spark.pushdown(m, cols)["lineitem"][0] is None
+    assert pushdown.pushdown(m, cols)["lineitem"][0] is None
 
 
 @pytest.mark.parametrize("seed", [3, 11])
@@ -120,14 +121,14 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     _write(spark, lake, "lineitem", list(lines.values()), "insert")
     versions = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}
     states = {}
-    shared = sketch_spark.ProbeCache()
+    shared = delta_side.ProbeCache()
     for name, (sql, table, attr) in QUERIES.items():
-        bounds = sm.compute_boundaries(spark, lake, table, attr, 6, versions[table])
-        reg = sm.Registration(name, sql, [sm.Part(table, attr, 6, bounds, versions[table])], "eager", sink.utcnow())
-        q = sm.QueryState(reg, probe_cache=shared)
+        bounds = compute_boundaries(spark, lake, table, attr, 6, versions[table])
+        reg = Registration(name, sql, [Part(table, attr, 6, bounds, versions[table])], "eager", sink.utcnow())
+        q = QueryState(reg, probe_cache=shared)
         assert q.capture(spark, lake, cfg, versions)
         states[name] = q
-    sides = {n: len(sketch_spark.delta_sides(q.engine)) for n, q in states.items()}
+    sides = {n: len(delta_side.delta_sides(q.engine)) for n, q in states.items()}
     assert sides == {"topk_join": 2, "having_join": 2, "minmax": 0, "topk_twin": 2}
     probes = 0
     next_key = 41
@@ -165,7 +166,7 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
         for q in states.values():
             for t, item in q.pushdown(cfg).items():
                 reads.setdefault(t, []).append(item)
-        reads = {t: sketch_spark.union_pushdown(v) for t, v in reads.items()}
+        reads = {t: pushdown.union_pushdown(v) for t, v in reads.items()}
         data = {t: _mirror(spark, lake, t) for t in TABLES}
         assert data["orders"].num_rows == len(orders) and data["lineitem"].num_rows == len(lines)
         for name, q in states.items():
@@ -181,7 +182,7 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     # a snapshot keeps no rows of a Delta-backed input and restores into a working state
     q = states["topk_join"]
     snap = q.engine.snapshot()
-    r = sm.QueryState(q.reg)
+    r = QueryState(q.reg)
     r.restore(snap, q.versions)
     _write(spark, lake, "lineitem", [_line(rng, k, 9) for k in sorted(orders)[:5]], "insert")
     target = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}

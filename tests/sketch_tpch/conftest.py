@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from operators.sketch_reference.datasets import load_tpch
+from bench.harness.datasets import load_tpch
 
 TEST_SF = 0.01
 N_FRAGMENTS = 1000  # as IMP: 1000 equi-depth fragments of lineitem.l_orderkey

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from operators.sketch_reference import reference_result, reference_sketch
 from operators.sketch_reference.capture import order_columns
-from operators.sketch_reference.datasets import apply_delta
+from bench.harness.datasets import apply_delta
 
 from .compare import diff_tables
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from operators.sketch import RangePartition, SketchMaintainer
-from operators.sketch_reference.datasets import (
+from bench.harness.datasets import (
     CRIMES_BEAT_BOUNDARIES,
     focused_delta,
     make_crimes,

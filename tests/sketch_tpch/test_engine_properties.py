@@ -239,7 +239,7 @@ def test_bounded_state_is_exact_or_asks_for_recapture(name, data):
         try:
             tables, ref = step(m, sql, tables, parts, deltas, ref, f"{name} {options} batch {i} {ops} (init {init})")
         except RecaptureRequired:
-            from operators.sketch_reference.datasets import apply_delta
+            from bench.harness.datasets import apply_delta
 
             for t, d in deltas.items():
                 tables[t] = apply_delta(tables[t], d)

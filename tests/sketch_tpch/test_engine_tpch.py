@@ -16,7 +16,7 @@ import pytest
 
 from operators.sketch import SketchMaintainer
 from operators.sketch_reference import fragment_ids
-from operators.sketch_reference.datasets import LINEITEM_GROUPS, focused_delta, random_delta
+from bench.harness.datasets import LINEITEM_GROUPS, focused_delta, random_delta
 from tests.sketch_tpch.queries import tpch_queries
 
 from .engine_check import check_state, step
@@ -90,7 +90,7 @@ def test_orders_and_lineitem_updated_in_one_batch(name, tpch, lineitem_partition
     applies a random lineitem mix, both in one ``apply``."""
     import pyarrow as pa
 
-    from operators.sketch_reference.datasets import with_weight
+    from bench.harness.datasets import with_weight
 
     sql = Q[name].sql
     m = SketchMaintainer.from_sql(sql, partitions=lineitem_partition)
@@ -129,7 +129,7 @@ def test_lineitem_streamed_in_from_empty(name, tpch, lineitem_partition):
     last batch also deletes a slice of the first): incremental == capture at every step."""
     import pyarrow as pa
 
-    from operators.sketch_reference.datasets import with_weight
+    from bench.harness.datasets import with_weight
 
     sql = Q[name].sql
     li = tpch["lineitem"]

@@ -12,7 +12,7 @@ import pytest
 
 from operators.errors import UnsupportedSqlError
 from operators.sketch_reference import fragment_ids, fragment_of, reference_result, reference_sketch
-from operators.sketch_reference.datasets import apply_delta, random_delta, with_weight
+from bench.harness.datasets import apply_delta, random_delta, with_weight
 
 from .compare import diff_tables
 

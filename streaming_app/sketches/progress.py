@@ -1,0 +1,46 @@
+"""A line per batch with the sketch figures, printed beside the streaming query's progress."""
+
+from __future__ import annotations
+
+_LISTENERS: dict = {}
+
+
+def progress_listener(spark, maintainer) -> None:
+    """Print each batch's sketch metrics with the streaming query's progress (one listener per
+    session; it follows the latest maintainer)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    key = id(spark)
+    if key in _LISTENERS:
+        _LISTENERS[key].maintainer = maintainer
+        return
+
+    class _Listener(StreamingQueryListener):
+        def __init__(self):
+            self.maintainer = maintainer
+            self.lines: list = []  # the last lines printed (tests read them)
+
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            p = event.progress
+            m = self.maintainer.recent.get(p.batchId)
+            if m:
+                per = ", ".join(f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} {v['ms']:.0f}ms"
+                                for q, v in m["per_query"].items())
+                line = (f"[{p.name}] batch {p.batchId} progress: {p.numInputRows} input rows, "
+                        f"{p.processedRowsPerSecond:.0f} rows/s; sketches: {m['delta_rows_in']} delta rows, "
+                        f"{m['sketch_changes']} fragment changes, {m['ms']:.0f} ms ({per})")
+                self.lines = (self.lines + [line])[-64:]
+                print(line, flush=True)
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    listener = _Listener()
+    spark.streams.addListener(listener)
+    _LISTENERS[key] = listener

@@ -1,0 +1,177 @@
+"""One registered query's state in the job: capture from the mirrors, restore from a snapshot,
+bring forward from the change feed, and the ``sketches`` rows it stands for.
+
+Joins: an input that is a plain scan of a table with at least ``[sketch] spark_join_rows`` rows
+at capture stays in its Delta mirror and is probed with Spark at the version the state reflects
+(``delta_side.DeltaSide``); other inputs live in the engine's in-memory index. Change-feed reads
+carry the query's selections and only the columns it uses (``pushdown.pushdown``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from connectors import delta_sink as sink
+from operators.sketch_safety.registration import check_query
+from streaming_app.sketches import delta_side
+from streaming_app.sketches.pushdown import pushdown
+from streaming_app.sketches.registry import Registration, compute_boundaries, store_boundaries
+from streaming_app.sketches.tables import fmt
+
+
+@dataclass
+class QueryState:
+    reg: Registration
+    engine: object = None
+    versions: dict = field(default_factory=dict)  # table -> mirror version the state reflects
+    tables: list = field(default_factory=list)
+    batch_id: int = -1
+    dirty: bool = False  # sketch changed since the last `sketches` write
+    last_apply_ms: float = 0.0  # engine time of the last bring_forward (no I/O)
+    bound: bool = False  # Delta-backed join inputs attached to Spark
+    probe_cache: object = None  # delta_side.ProbeCache shared by the job's queries in a batch
+    _pushdown: dict | None = None
+
+    @property
+    def name(self) -> str:
+        return self.reg.name
+
+    def ready(self) -> bool:
+        return self.engine is not None
+
+    def capture(self, spark, lake, cfg, versions: dict, tables_cache: dict | None = None) -> bool:
+        """Capture sketch and state from the mirrors at ``versions``. False if the partitioned
+        mirror has no values yet to compute boundaries from (the query stays pending).
+        ``tables_cache``: (table, version) -> full table, shared by several captures."""
+        from operators.sketch import SketchMaintainer
+
+        reg = self.reg
+        for p in reg.parts:
+            if p.boundaries is None:
+                v = versions.get(p.table, 0)
+                bounds = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, v)
+                if bounds is None:
+                    return False
+                p.boundaries, p.capture_version = bounds, v
+                store_boundaries(spark, lake, reg.name, p)
+        self.tables = check_query(cfg, reg.name, reg.sql, reg.parts)
+        data = {}
+        for t in self.tables:
+            key = (t, versions[t])
+            if tables_cache is not None and key in tables_cache:
+                data[t] = tables_cache[key]
+            else:
+                data[t] = sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                if tables_cache is not None:
+                    tables_cache[key] = data[t]
+        large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}
+        self.engine = SketchMaintainer.from_sql(reg.sql, reg.partitions(),
+                                                store_factory=delta_side.delta_side_factory(large))
+        self.versions = {t: versions[t] for t in self.tables}
+        self.engine.initialize(data)
+        del data
+        self._bind(spark, lake, cfg)
+        self.dirty = True
+        return True
+
+    def restore(self, state: bytes, versions: dict) -> None:
+        from operators.sketch import SketchMaintainer
+
+        self.engine = SketchMaintainer.restore(state, store_factory=delta_side.delta_side_factory(set()))
+        self.tables = list(self.engine.tables)
+        self.versions = {t: int(versions[t]) for t in self.tables}
+        self.bound, self._pushdown = False, None
+
+    def _bind(self, spark, lake, cfg) -> None:
+        types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
+        delta_side.bind_sides(self.engine, delta_side.Binding(spark, lake, lambda t: self.versions[t], types,
+                                                                  self.probe_cache))
+        self.bound, self._pushdown = True, None
+
+    def pushdown(self, cfg) -> dict:
+        """table -> (Spark condition or None, columns) for this query's change-feed reads."""
+        if self._pushdown is None:
+            types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
+            self._pushdown = pushdown(self.engine, types)
+        return self._pushdown
+
+    def spark_probes(self) -> int:
+        return sum(s.probes for s, _ in delta_side.delta_sides(self.engine)) if self.engine else 0
+
+    def fragments(self, table: str) -> list[int]:
+        return list(self.engine.sketch.get(table.lower(), []))
+
+    def all_fragments(self) -> dict:
+        return {p.table.lower(): set(self.fragments(p.table)) for p in self.reg.parts}
+
+    def sketch_rows(self, batch_id: int) -> list[dict]:
+        """One ``sketches`` row per partitioned table."""
+        out = []
+        for part in self.reg.parts:
+            p = self.engine.partitions[part.table.lower()]
+            frags = self.fragments(part.table)
+            bits = np.zeros(p.n_fragments + 1, dtype=bool)
+            bits[frags] = True
+            out.append({
+                "query": self.name, "table_name": part.table, "attribute": part.attribute,
+                "fragments": frags,
+                "ranges": json.dumps([[fmt(x) for x in p.range_of(i)] for i in frags]),
+                "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
+                "predicate": p.predicate(frags), "batch_id": batch_id,
+                "mirror_version": self.versions.get(part.table.lower(), self.versions.get(part.table)),
+                "mirror_versions": list(self.versions.items()),
+            })
+        return out
+
+    def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None,
+                      reads: dict | None = None):
+        """Apply the change feed from the state's versions to ``target``; the SketchDelta
+        (None if nothing changed; else (added, removed), each table -> fragment ids) and the
+        number of delta rows read.  ``reads``: table ->
+        (Spark condition, columns) to read with (several queries' push-downs combined, so
+        that one read in ``cache`` serves them all); default: this query's own."""
+        from operators.sketch import RecaptureRequired
+
+        if not self.bound:
+            self._bind(spark, lake, cfg)
+        reads = reads or self.pushdown(cfg)
+        deltas, rows = {}, 0
+        for t in self.tables:
+            lo, hi = self.versions[t], target.get(t, self.versions[t])
+            if hi <= lo:
+                continue
+            key = (t, lo, hi)
+            if cache is not None and key in cache:
+                d = cache[key]
+            else:
+                where, cols = reads.get(t, (None, cfg.table(t).column_names))
+                d = sink.read_changes(spark, lake.mirror(t), lo, hi, cols, where=where)
+                if cache is not None:
+                    cache[key] = d
+            if d is not None and d.num_rows:
+                deltas[t] = d
+                rows += d.num_rows
+        new_versions = {t: max(self.versions[t], target.get(t, self.versions[t])) for t in self.tables}
+        if not deltas:
+            self.versions = new_versions
+            return None, 0
+        before = self.all_fragments()
+        t_apply = time.perf_counter()
+        try:
+            sd = self.engine.apply(deltas)
+            self.last_apply_ms = (time.perf_counter() - t_apply) * 1000
+            self.versions = new_versions
+            added = {t: set(sd.added.get(t, set())) for t in before}
+            removed = {t: set(sd.removed.get(t, set())) for t in before}
+        except RecaptureRequired:
+            self.capture(spark, lake, cfg, {**self.versions, **new_versions})
+            after = self.all_fragments()
+            added = {t: after[t] - before[t] for t in before}
+            removed = {t: before[t] - after[t] for t in before}
+        if any(added.values()) or any(removed.values()):
+            self.dirty = True
+        return (added, removed), rows

@@ -1,0 +1,77 @@
+"""Registering and dropping a sketched query: checks, boundaries from the mirrors, the first
+capture (``sketches`` and ``sketch_state`` rows); the running job picks the change up at its
+next batch."""
+
+from __future__ import annotations
+
+from connectors import delta_sink as sink
+from operators.errors import ConfigError
+from operators.sketch_safety.registration import check_query, check_safe
+from streaming_app.sketches.outputs import write_sketch_rows
+from streaming_app.sketches.query_state import QueryState
+from streaming_app.sketches.registry import (Registration, append_registration, as_parts, compute_boundaries,
+                                             read_registry)
+from streaming_app.sketches.snapshots import write_snapshots
+from streaming_app.sketches.tables import REGISTERED, SKETCHES, STATE, ensure_tables
+
+
+
+def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eager", *,
+                   replace: bool = False, capture: bool = True, check: bool = True) -> Registration:
+    """Store the query in ``registered_queries`` (one row per partitioned table of
+    ``partitions`` = [(table, attribute, fragments), ...]) with boundaries from each mirror's
+    current version; with ``capture`` also capture the initial sketch and state there
+    (``sketches`` and ``sketch_state`` rows). The running job picks the rows up at its next
+    batch. A partition attribute the safety check cannot prove safe is refused
+    (UnsafeSketchError)."""
+    lake = sink.Lake(cfg.lake_root)
+    for t in cfg.tables:
+        sink.ensure_mirror(spark, lake, t)
+    ensure_tables(spark, lake)
+    if mode not in ("eager", "lazy"):
+        raise ConfigError(f"sketch {name!r}: mode {mode!r} is not eager or lazy")
+    parts = as_parts(partitions)
+    if any(p.fragments < 1 for p in parts):
+        raise ConfigError(f"sketch {name!r}: fragments must be >= 1")
+    check_query(cfg, name, sql, parts)
+    if check:
+        check_safe(cfg, name, sql, parts)
+    existing = read_registry(spark, lake)
+    if name in existing and not replace:
+        raise ConfigError(f"sketch {name!r} is already registered (drop it first)")
+    if name in existing:
+        drop_query(spark, cfg, name)
+    for p in parts:
+        p.capture_version = sink.latest_version(spark, lake.mirror(p.table))
+        p.boundaries = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
+    reg = Registration(name, sql, parts, mode, sink.utcnow())
+    _fault("register.begin", -1)  # the kill campaign times kills into the writes below
+    append_registration(spark, lake, reg)
+    if capture and reg.captured:
+        _fault("register.capture", -1)
+        q = QueryState(reg)
+        versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
+        q.capture(spark, lake, cfg, versions)
+        write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
+        write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+
+
+
+def drop_query(spark, cfg, name: str) -> bool:
+    from delta.tables import DeltaTable
+
+    lake = sink.Lake(cfg.lake_root)
+    ensure_tables(spark, lake)
+    if name not in read_registry(spark, lake):
+        return False
+    lit = name.replace("'", "''")
+    DeltaTable.forPath(spark, lake.output(REGISTERED)).delete(f"name = '{lit}'")
+    DeltaTable.forPath(spark, lake.output(SKETCHES)).delete(f"query = '{lit}'")
+    DeltaTable.forPath(spark, lake.output(STATE)).delete(f"query = '{lit}'")
+
+
+def _fault(step: str, batch_id: int) -> None:
+    """Fault points of a registration (IVMSTREAM_KILL_AT="register.begin:-1" etc.)."""
+    from streaming_app.job import _fault as job_fault
+
+    job_fault(step, batch_id)

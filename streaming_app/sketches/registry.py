@@ -1,0 +1,135 @@
+"""The registry of sketched queries: ``Part`` and ``Registration``, read from and written to
+``registered_queries`` (one row per query and partitioned table)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+from operators.sketch_safety.registration import table_attributes
+from streaming_app.sketches.tables import REGISTERED, bounds_from_json, bounds_to_json
+
+
+@dataclass
+class Part:
+    """One range-partitioned table of a registration (one ``registered_queries`` row)."""
+
+    table: str
+    attribute: str
+    fragments: int
+    boundaries: list | None = None  # None until the mirror has values (capture computes them)
+    capture_version: int | None = None
+
+    def partition(self):
+        from operators.sketch import RangePartition
+
+        return RangePartition(self.attribute, self.boundaries)
+
+    def __str__(self) -> str:
+        return f"{self.table}.{self.attribute}:{self.fragments}"
+
+
+@dataclass
+class Registration:
+    """A registered query and its partitioned tables. A sketch on several tables restricts
+    each of them when the query runs again; PBDS's safety check is made per table and holds
+    for any data, so restricting one table leaves the other tables' sketches valid and the
+    restrictions compose."""
+
+    name: str
+    sql: str
+    parts: list
+    mode: str = "eager"
+    registered_at: dt.datetime | None = None
+
+    @property
+    def captured(self) -> bool:
+        return all(p.boundaries is not None for p in self.parts)
+
+    @property
+    def capture_version(self) -> int | None:
+        return self.parts[0].capture_version
+
+    def partitions(self) -> dict:
+        return {p.table.lower(): p.partition() for p in self.parts}
+
+    def part(self, table: str) -> Part:
+        return next(p for p in self.parts if p.table.lower() == table.lower())
+
+    def describe(self) -> str:
+        return ", ".join(map(str, self.parts))
+
+    @classmethod
+    def from_rows(cls, rows: list) -> "Registration":
+        """From the ``registered_queries`` rows of one name (one per partitioned table)."""
+        r0 = rows[0]
+        parts = [Part(r["partition_table"], r["attribute"], int(r["fragments"]),
+                      bounds_from_json(r["boundaries"]) if r["boundaries"] else None, r["capture_version"])
+                 for r in sorted(rows, key=lambda r: r["partition_table"])]
+        return cls(r0["name"], r0["sql"], parts, r0["mode"] or "eager", r0["registered_at"])
+
+
+def group_registrations(rows) -> dict[str, Registration]:
+    by: dict = {}
+    for r in rows:
+        by.setdefault(r["name"], []).append(r)
+    return {n: Registration.from_rows(rs) for n, rs in by.items()}
+
+def as_parts(partitions) -> list[Part]:
+    """``[(table, attribute, fragments), ...]`` (or Parts) -> Parts; one per table."""
+    parts = [p if isinstance(p, Part) else Part(p[0], p[1], int(p[2])) for p in partitions]
+    table_attributes(parts)  # at least one, one attribute per table
+    return parts
+
+
+def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
+    rows = spark.read.format("delta").load(lake.output(REGISTERED)).collect()
+    return group_registrations([r.asDict() for r in rows])
+
+
+def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int):
+    """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values."""
+    from operators.sketch import RangePartition
+
+    col = sink.read_version(spark, lake.mirror(table), version, [attribute]).column(attribute)
+    if len(col) - col.null_count == 0:
+        return None
+    return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
+
+def _reg_rows(reg: Registration) -> pa.Table:
+    n = len(reg.parts)
+    return pa.table({
+        "name": [reg.name] * n, "sql": [reg.sql] * n, "partition_table": [p.table for p in reg.parts],
+        "attribute": [p.attribute for p in reg.parts],
+        "fragments": pa.array([p.fragments for p in reg.parts], pa.int32()),
+        "boundaries": pa.array([bounds_to_json(p.boundaries) if p.boundaries else None for p in reg.parts],
+                               pa.string()),
+        "mode": [reg.mode] * n, "capture_version": pa.array([p.capture_version for p in reg.parts], pa.int64()),
+        "registered_at": pa.array([reg.registered_at] * n, pa.timestamp("us", tz="UTC")),
+    })
+
+def append_registration(spark, lake, reg: Registration) -> None:
+    spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(lake.output(REGISTERED))
+
+
+def store_boundaries(spark, lake, name: str, part: Part) -> None:
+    """Record boundaries computed at a later capture (the mirror had no values at registration)."""
+    from delta.tables import DeltaTable
+
+    lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
+    DeltaTable.forPath(spark, lake.output(REGISTERED)).update(
+        f"name = '{lit}' AND partition_table = '{tlit}' AND boundaries IS NULL",
+        {"boundaries": f"'{bounds_to_json(part.boundaries)}'", "capture_version": str(part.capture_version)})
+
+
+def registry_version(lake) -> int:
+    """Version of ``registered_queries`` from its log (delta-rs, no Spark job); -1 if absent."""
+    try:
+        import deltalake
+
+        return int(deltalake.DeltaTable(lake.output(REGISTERED)).version())
+    except Exception:  # noqa: BLE001 - not created yet (nothing registered)
+        return -1

@@ -1,0 +1,214 @@
+"""Layout rules of the product packages (streaming_app, connectors, operators, state), read from
+the source with ``ast``: every module imports, no import cycle between modules (deferred
+imports inside functions count: they are cycles waiting for a caller), the config schema
+imports no feature code, and product code never imports test oracles or bench code.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("streaming_app", "connectors", "operators", "state")
+
+# Oracles: from-scratch implementations the tests compare the engines with. Product code must
+# not lean on them (a bug shared by engine and oracle would pass every test).
+ORACLES = ("operators.sketch_reference",)
+# An operator package's own ``reference`` module is its from-scratch twin (style.md); the
+# package may use it for a recount, other packages may not.
+REFERENCE_MODULE = "reference"
+FORBIDDEN = ("tests", "bench")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PRODUCT:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = f
+    return out
+
+
+MODULES = _modules()
+
+
+def _type_checking(node) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(name: str, path: Path):
+    """(imported name, line) of every import in the module, at any depth, except those under
+    ``if TYPE_CHECKING``. ``from a import b`` names ``a.b`` when that is a module, else ``a``."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_pkg = path.name == "__init__.py"
+    skip: set = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _type_checking(node):
+            skip |= {id(n) for b in node.body for n in ast.walk(b)}
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                pkg = pkg[: len(pkg) - node.level + 1]
+                base = ".".join(pkg + ([base] if base else []))
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                yield (full if full in MODULES else base), node.lineno
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    """module -> {product module it imports: line}."""
+    g: dict = {}
+    for m, path in MODULES.items():
+        g[m] = {}
+        for target, line in _imports(m, path):
+            while target not in MODULES and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in MODULES and target != m:
+                g[m].setdefault(target, line)
+    return g
+
+
+def _cycles(g: dict) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on: set = set()
+    out = []
+    for root in g:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(g[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(g[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _cycle_path(g: dict, comp: list[str]) -> str:
+    """One concrete cycle through the component, each edge with its file and line."""
+    members = set(comp)
+    start = comp[0]
+    prev = {start: None}
+    queue = [start]
+    while queue:  # breadth-first back to start inside the component
+        v = queue.pop(0)
+        for w in sorted(g[v]):
+            if w not in members:
+                continue
+            if w == start:
+                path = [v]
+                while prev[path[-1]] is not None:
+                    path.append(prev[path[-1]])
+                path = path[::-1] + [start]
+                return " -> ".join(f"{a} ({MODULES[a].relative_to(ROOT)}:{g[a][b]})"
+                                   for a, b in zip(path, path[1:])) + f" -> {start}"
+            if w not in prev:
+                prev[w] = v
+                queue.append(w)
+    return " <-> ".join(comp)
+
+
+def test_the_graph_sees_the_packages():
+    g = _graph()
+    assert {"streaming_app.cli", "streaming_app.config", "connectors.debezium", "operators.sketch",
+            "state.sketch_codec"} <= set(g)
+    assert "streaming_app.config" in g["connectors.debezium"]  # imports are read
+
+
+def test_cycle_finder_finds_a_cycle():
+    g = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
+    assert _cycles(g) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith("__main__")))
+def test_every_module_imports(module):
+    importlib.import_module(module)
+
+
+def test_no_import_cycles():
+    g = _graph()
+    found = [_cycle_path(g, c) for c in _cycles(g)]
+    assert not found, "import cycles:\n" + "\n".join(found)
+
+
+def test_config_imports_no_feature_code():
+    """The config schema is what connectors and every feature read: it imports none of them
+    (a feature's checks it needs live in operators/, or the feature calls the config)."""
+    g = _graph()
+    bad = [f"streaming_app/config.py:{line} imports {t}" for t, line in g["streaming_app.config"].items()
+           if t.startswith(("streaming_app", "connectors", "state"))]
+    assert not bad, "\n".join(bad)
+
+
+def _forbidden(importer: str, target: str) -> str | None:
+    top = target.split(".")[0]
+    if top in FORBIDDEN:
+        return f"{top} code"
+    if any(target == o or target.startswith(o + ".") for o in ORACLES):
+        return "a test oracle"
+    parts = target.split(".")
+    if parts[-1] == REFERENCE_MODULE and not importer.startswith(".".join(parts[:-1]) + "."):
+        return "another package's reference twin (a test oracle)"
+    return None
+
+
+def test_product_code_imports_no_oracle_or_bench():
+    bad = set()
+    for m, path in MODULES.items():
+        if any(m == o or m.startswith(o + ".") for o in ORACLES):
+            continue  # the oracle itself
+        for target, line in _imports(m, path):
+            why = _forbidden(m, target)
+            if why:
+                bad.add(f"{path.relative_to(ROOT)}:{line} imports {target} ({why})")
+    assert not bad, "product code imports:\n" + "\n".join(sorted(bad))
+
+
+def test_oracle_rule_catches_what_it_should():
+    assert _forbidden("operators.sketch_advisor.advise", "operators.sketch_reference") == "a test oracle"
+    assert _forbidden("streaming_app.job", "tests.jobproc") == "tests code"
+    assert _forbidden("operators.sketch_advisor.x", "bench.harness.datasets") == "bench code"
+    assert _forbidden("operators.triangles.counter", "operators.triangles.reference") is None
+    assert _forbidden("operators.recursive.views", "operators.triangles.reference") is not None
