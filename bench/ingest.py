@@ -44,6 +44,8 @@ sys.path.insert(0, str(REPO))
 from streaming_app.config import dump_toml, parse_config  # noqa: E402
 
 VARIANTS = ("ours", "canonical")
+# ours with the records decoded in the Spark tasks ([job] decode = "executors"; --with-executor-decode)
+EXTRA_VARIANTS = ("ours_executors",)
 TABLE = {"name": "orders", "topic": "bench.orders", "primary_key": "id", "decimal_handling_mode": "string",
          "columns": {"id": "long", "customer": "long", "status": "string",
                      "amount": "decimal(12,2)", "day": "date", "qty": "int"}}
@@ -111,7 +113,7 @@ def child(args) -> int:
     from streaming_app.config import load_config
 
     cfg = load_config(args.config)
-    (run_ours if args.variant == "ours" else run_canonical)(cfg, args.available_now)
+    (run_ours if args.variant.startswith("ours") else run_canonical)(cfg, args.available_now)
     return 0
 
 
@@ -131,7 +133,8 @@ def commits(checkpoint: Path) -> list[tuple[int, float, int]]:
 
 def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str) -> Path:
     data = {"job": {"name": f"bench_{variant}", "lake_root": str(work / "lake"),
-                    "checkpoint_root": str(work / "checkpoints"), "trigger_interval_s": 0},
+                    "checkpoint_root": str(work / "checkpoints"), "trigger_interval_s": 0,
+                    "decode": "executors" if variant == "ours_executors" else "driver"},
             "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": batch},
             "spark": {"master": "local[2]", "ui": False},
             "tables": [{**TABLE, "topic": topic}]}
@@ -165,8 +168,22 @@ def backlog_run(root: Path, variant: str, bootstrap: str, topic: str, batch: int
            "rec_s": round(sum(c[2] for c in steady) / span, 1) if span > 0 else None,
            "batch_s": round(statistics.mean(b[1] - a[1] for a, b in zip(cs, cs[1:])), 3) if len(cs) > 1 else None,
            "console_lines": len(out.splitlines())}
+    if variant.startswith("ours"):
+        res["steps_ms"] = step_medians(work / "lake")
     shutil.rmtree(work, ignore_errors=True)
     return res
+
+
+def step_medians(lake: Path) -> dict:
+    """Median milliseconds of each step of our batches after the first (the job's own
+    ``batches`` table), to say what dominates a batch."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(lake / "batches"))
+    steps = [dict(s) for s in rows.to_pyarrow_table(columns=["batch_id", "step_ms"]).sort_by("batch_id")
+             .column("step_ms").to_pylist()[1:]]
+    keys = sorted({k for s in steps for k in s})
+    return {k: round(statistics.median([s.get(k, 0.0) for s in steps]), 1) for k in keys} if steps else {}
 
 
 def trickle_run(root: Path, variant: str, bootstrap: str, rate: float, seconds: float) -> dict:
@@ -237,7 +254,9 @@ def trickle_run(root: Path, variant: str, bootstrap: str, rate: float, seconds: 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)
+    ap.add_argument("--variant", choices=VARIANTS + EXTRA_VARIANTS, help=argparse.SUPPRESS)
+    ap.add_argument("--with-executor-decode", action="store_true",
+                    help="also run ours with [job] decode = \"executors\" (decoding in the Spark tasks)")
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--available-now", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--records", type=int, default=100_000)
@@ -282,7 +301,7 @@ def main() -> int:
         for batch in sizes:
             for pair in range(args.pairs):
                 order = VARIANTS if pair % 2 == 0 else VARIANTS[::-1]
-                for variant in order:
+                for variant in order + (EXTRA_VARIANTS if args.with_executor_decode else ()):
                     r = backlog_run(root, variant, broker.bootstrap, topic, batch, args.records)
                     print(json.dumps(r), flush=True)
                     runs.append(r)
@@ -296,6 +315,9 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     _write(args, sizes, runs, trickles)
     return 0
+
+
+STEP_COLUMNS = ("read_decode", "collect", "decode", "mirror", "quarantine", "batch_record")
 
 
 def _med(xs):
@@ -337,6 +359,23 @@ def _write(args, sizes, runs, trickles) -> None:
         ts = [t for t in trickles if t["variant"] == v]
         lines.append(f"| {v} | {_med([t['fresh_p50_s'] for t in ts])} | {_med([t['fresh_p95_s'] for t in ts])} | "
                      f"{_med([t['batches'] for t in ts])} |")
+    lines += ["", "Our batches' steps (median ms per batch after the first, from the job's `batches` table):", "",
+              "| batch | " + " | ".join(STEP_COLUMNS) + " |", "|---|" + "---|" * len(STEP_COLUMNS)]
+    for v in ("ours",) + EXTRA_VARIANTS:
+        for b in sizes:
+            meds = [r.get("steps_ms", {}) for r in runs if r["variant"] == v and r["batch"] == b]
+            if meds:
+                lines.append(f"| {b} ({v}) | " + " | ".join(str(_med([m.get(k) for m in meds]) or "—")
+                                                        for k in STEP_COLUMNS) + " |")
+    drv = [r for r in runs if r["variant"] == "ours_executors"]
+    if drv:
+        lines += ["", "The same job decoding in the Spark tasks (`[job] decode = \"executors\"`), in the same "
+                  "run:", "", "| batch | ours records/s | ours, executor decode records/s | "
+                  "ratio |", "|---|---|---|---|"]
+        for b in sizes:
+            ro = _med([r["rec_s"] for r in runs if r["variant"] == "ours" and r["batch"] == b])
+            rd = _med([r["rec_s"] for r in drv if r["batch"] == b])
+            lines.append(f"| {b} | {ro} | {rd} | {f'{ro / rd:.2f}x' if ro and rd else '—'} |")
     lines += ["", "Every run: " + "; ".join(f"{r['variant']} b={r['batch']} {r['rec_s']} rec/s, "
                                            f"{r['batch_s']} s/batch, first {r['first_batch_s']} s"
                                            for r in runs), ""]

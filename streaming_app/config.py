@@ -342,9 +342,10 @@ class JobConfig:
     lake_root: Path = REPO_ROOT / "lake"
     checkpoint_root: Path = REPO_ROOT / "checkpoints"
     trigger_interval_s: float = 2.0
-    # Where a batch's records are decoded: "executors" (the Spark tasks that read them, in
-    # parallel) or "driver" (collected first; no Python workers).
-    decode: str = "executors"
+    # Where a batch's records are decoded: "driver" (collected, then decoded in the job's
+    # process) or "executors" (in the Spark tasks that read them, in parallel Python workers;
+    # measured slower on a 2-core machine, bench/results/ingest.md, meant for clusters).
+    decode: str = "driver"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()

@@ -3,9 +3,10 @@
 One Structured Streaming query reads every configured topic with Spark's Kafka source and
 hands each micro-batch to ``IngestJob.process_batch`` through ``foreachBatch``:
 
-  1. decode the batch's Kafka records (bounded by ``max_offsets_per_trigger``) in the Spark
-     tasks that read them (streaming_app.decode_stage; or on the driver with
-     ``[job] decode = "driver"``; connectors.debezium); bad records become ``quarantine`` rows;
+  1. collect the batch's Kafka records (bounded by ``max_offsets_per_trigger``) and decode
+     them on the driver (connectors.debezium), or with ``[job] decode = "executors"`` in the
+     Spark tasks that read them (streaming_app.decode_stage); bad records become
+     ``quarantine`` rows;
   2. reduce each table's events to the final image per primary key and MERGE them into the
      table's Delta mirror, one commit per table per batch;
   3. run the registered maintainers (sketches, triangles, recursive views) on what changed;

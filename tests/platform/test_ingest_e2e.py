@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 
@@ -31,8 +32,11 @@ def _norm(rows):
     return out
 
 
-def test_cdc_to_mirrors_quarantine_and_batches(kafka_broker, spark, tmp_path):
-    _, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="e2e", max_offsets=120, topic_prefix="e2e")
+@pytest.mark.parametrize("decode", ["driver", "executors"])
+def test_cdc_to_mirrors_quarantine_and_batches(kafka_broker, spark, tmp_path, decode):
+    _, cfg = job_config(tmp_path, kafka_broker.bootstrap, name=f"e2e_{decode}", max_offsets=120,
+                        topic_prefix=f"e2e_{decode}")
+    cfg = dataclasses.replace(cfg, decode=decode)
     create_topics(kafka_broker.bootstrap, cfg.topics)
     hist = History(cfg, seed=1)
     prod = CdcProducer(kafka_broker.bootstrap)
