@@ -219,6 +219,12 @@ class Engine:
         """Join output ``out`` with provenance ``a ∧ b`` (computed only if someone needs it)."""
         self.stats["derivations"] += 1
         dst = self.node_of(out[0])
+        if dst == src and self.spec.group is not None:
+            # Nothing crosses the network: the Fixpoint's AggSel prunes and keeps exactly what the
+            # channel's would, so a second copy (channel AggSel + MinShip state) only cost time
+            # and memory (dense60 shortest on 1 node: every derivation stored twice).
+            self._emit(src, dst, "rins", out, a & b)
+            return
         ch = self.channel(src, dst)
         if ch.agg is None and self.ship == "lazy":
             self._ship_lazy(src, dst, ch, out, None, a, b, pair)
@@ -294,9 +300,12 @@ class Engine:
             for e in nd.s.keys():
                 for r in nd.r_by_key.get(spec.j(e), ()):
                     out = spec.combine(e, r)
-                    if out is not None:
-                        ch = self.channel(n, self.node_of(out[0]))
-                        ch.alt.setdefault(out, set()).add((e, r))
+                    if out is None:
+                        continue
+                    dst = self.node_of(out[0])
+                    if dst == n and spec.group is not None:
+                        continue  # local derivations of an AggSel view bypass the channel (_derive)
+                    self.channel(n, dst).alt.setdefault(out, set()).add((e, r))
 
     def _flush(self, src, dst, ch: _Channel) -> None:
         for t, pv in list(ch.buf.items()):
