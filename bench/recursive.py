@@ -107,6 +107,8 @@ def run_one(view, method, nodes, load, stream, n_batches, conn) -> None:
         "cpu_mean_ms": 1000 * statistics.fmean(cpu), "cpu_max_ms": 1000 * max(cpu),
         "shipped_per_batch": per("tuples_shipped"), "prov_bytes_per_batch": per("prov_bytes_shipped"),
         "delmsg_per_batch": per("deletion_messages"), "load_shipped": s0.get("tuples_shipped", 0),
+        "restricted_per_batch": per("restricted_entries"), "overdeleted_per_batch": per("overdeleted"),
+        "derivations_per_batch": per("derivations"),
         "state_entries": s1["state_entries"], "bdd_nodes": s1.get("bdd_nodes", 0),
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }, sorted(map(repr, v.rows().items() if isinstance(v.rows(), dict) else v.rows()))))
@@ -258,7 +260,11 @@ def write_md(results, args, path) -> None:
                              f"fewer tuples per deletion than DRed ({a['shipped_per_batch']:.0f} vs "
                              f"{d['shipped_per_batch']:.0f}); wall time per deletion {a['mean_ms']:.1f} vs "
                              f"{d['mean_ms']:.1f} ms, CPU {a['cpu_mean_ms']:.1f} vs {d['cpu_mean_ms']:.1f} ms "
-                             f"({'faster' if a['cpu_mean_ms'] < d['cpu_mean_ms'] else 'slower'} than DRed).")
+                             f"({'faster' if a['cpu_mean_ms'] < d['cpu_mean_ms'] else 'slower'} than DRed); "
+                             f"a deletion visits {a.get('restricted_per_batch', 0):.0f} table entries in lazy "
+                             f"(state {a['state_entries']}) and over-deletes {d.get('overdeleted_per_batch', 0):.0f} "
+                             f"rows in DRed (state {d['state_entries']}); derivations "
+                             f"{a.get('derivations_per_batch', 0):.0f} vs {d.get('derivations_per_batch', 0):.0f}.")
     for name in ("ts800", "sc100"):
         r = by.get((name, "reachable", "lazy"))
         if r:

@@ -74,6 +74,7 @@ class Provenance:
         self._gc_at = 200_000
         self._support: dict = {}  # BDD node -> its variables; node ids are stable until a GC
         self._declared: set = set()
+        self.restricted = 0  # table entries visited by deletions (stats)
 
     # -- variables -------------------------------------------------------------------------
     def fresh(self, label: str) -> str:
@@ -310,6 +311,7 @@ class CubeProvenance(Provenance):
         self.false = CUBE_FALSE
         self.labels: dict[str, str] = {}
         self.next_var = 0
+        self.restricted = 0
 
     def declare(self, name: str, label: str) -> None:
         self.labels[name] = label
@@ -411,6 +413,7 @@ class ProvTable:
                 keys |= ks
         changed, removed = [], []
         f = self.f
+        self.prov.restricted += len(keys)  # entries a deletion touches (the cost of a deletion)
         if self.prov.backend == "cube":  # a cube with a dead variable is false: no restriction
             for k in keys:
                 old = f.get(k)

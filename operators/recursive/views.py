@@ -174,6 +174,7 @@ class ProvImpl:
         s = dict(self.engine.stats)
         s["state_entries"] = self.engine.state_tuples()
         s["bdd_nodes"] = self.prov.node_count()
+        s["restricted_entries"] = self.prov.restricted
         return s
 
     def dump(self) -> dict:
