@@ -6,11 +6,13 @@ with weights multiplied, so a deleted row joined with a deleted row comes out as
 insert (compensating the two deletions produced by the first two terms) and an insert
 joined with a delete cancels.  Sketches of joined rows are the union of both sides'
 (compact matrices are concatenated).  No keys = cross product.
-State kept: each input's current annotated rows in a ``SideStore`` (in-memory hash index
-by default) and, optionally, a counting bloom filter per side over its key hashes
-(``join.hashindex.v1``).  The bloom filter (Sec. 7.2) drops ΔL rows that cannot have a
-partner in R before probing R (and symmetrically); ΔL ⋈ ΔR is always computed from the
-unfiltered deltas, so keys new on both sides in one batch are not lost.
+State kept: each input's current annotated rows in a ``state.side_store.SideStore``
+(``state.memory_side.MemoryIndex``, an in-memory hash index, by default) and, optionally, a
+counting bloom filter per side over its key hashes (``join.hashindex.v1``).  The bloom
+filter (Sec. 7.2) drops ΔL rows that cannot have a partner in R before probing R (and
+symmetrically); ΔL ⋈ ΔR is always computed from the unfiltered deltas, so keys new on both
+sides in one batch are not lost.  Every store is probed the same way, with the delta rows'
+key hashes and key columns (a Delta-backed store looks the rows up by value).
 NULL keys never join (SQL), so such rows are neither stored nor probed.
 """
 
@@ -24,7 +26,9 @@ import pyarrow.compute as pc
 
 from operators.sketch.bloom import CountingBloom
 from operators.sketch.delta import Delta, hstack_sketches
-from operators.sketch.joinstore import MemoryIndex, SideStore, _expand, key_hash, not_null_mask
+from operators.sketch.joinstore import expand_matches, key_hash, not_null_mask
+from state.memory_side import memory_factory
+from state.side_store import SideStore
 
 ENCODING = "join.hashindex.v1"
 
@@ -50,16 +54,11 @@ class JoinState:
 
 
 def new_state(spec: JoinSpec, store_factory=None, tables=((), ()), nodes=(None, None), ctx=None) -> JoinState:
-    """Empty state; ``store_factory(nbits, key_ids, side, tables) -> SideStore`` picks the
-    storage of each input (default: ``MemoryIndex``).  A factory with ``takes_node = True``
-    also gets the input's plan node and the planning context (``node=``, ``ctx=``), as the
-    Delta-backed store of streaming_app.sketch_spark needs."""
-    make = store_factory or (lambda nbits, keys, side, tabs: MemoryIndex(nbits, keys))
-    if getattr(make, "takes_node", False):
-        return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0], node=nodes[0], ctx=ctx),
-                         make(spec.nbits, spec.right_keys, "right", tables[1], node=nodes[1], ctx=ctx))
-    return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0]),
-                     make(spec.nbits, spec.right_keys, "right", tables[1]))
+    """Empty state; ``store_factory(nbits, key_ids, side, tables, node=, ctx=) -> SideStore``
+    (a ``state.side_store.StoreFactory``) picks the storage of each input; default: memory."""
+    make = store_factory or memory_factory
+    return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0], node=nodes[0], ctx=ctx),
+                     make(spec.nbits, spec.right_keys, "right", tables[1], node=nodes[1], ctx=ctx))
 
 
 def _prep(d: Delta | None, keys):
@@ -106,11 +105,8 @@ def _probe(spec, d: Delta, h, store: SideStore, bloom, state, d_is_left: bool):
             if len(sel) == 0:
                 return None
             d, h = d.take(sel), h[sel]
-    if getattr(store, "wants_keys", False):  # a store that looks rows up by key value
-        keys = spec.left_keys if d_is_left else spec.right_keys
-        pi, rows = store.probe(h, keys=d.table.select(list(keys)))
-    else:
-        pi, rows = store.probe(h)
+    keys = spec.left_keys if d_is_left else spec.right_keys
+    pi, rows = store.probe(h, d.table.select(list(keys)))  # zero-copy: the key columns
     if rows is None:
         return None
     if d_is_left:
@@ -124,7 +120,7 @@ def _direct(spec, dl: Delta, hl, ol, dr: Delta, hr, or_) -> Delta | None:
     hls = hl[ol]
     lo = np.searchsorted(hrs, hls, "left")
     hi = np.searchsorted(hrs, hls, "right")
-    p, pos = _expand(lo, hi)
+    p, pos = expand_matches(lo, hi)
     return _pairs(spec, dl, ol[p], dr, or_[pos])
 
 

@@ -1,6 +1,6 @@
 """Join inputs that stay in their Delta mirror instead of driver memory.
 
-``DeltaSide`` is a ``SideStore`` (operators.sketch.joinstore) for a join input that is a plain scan of
+``DeltaSide`` implements ``state.side_store.SideStore`` for a join input that is a plain scan of
 one mirror (under selections and column projections).  It keeps no rows: a probe reads the
 mirror *at the version the sketch state reflects* (Delta time travel), restricted to the probing
 keys (``IN`` list, or a broadcast semi-join for many keys) and to the pushed-down selection
@@ -23,7 +23,9 @@ import pyarrow as pa
 from operators.sketch import plan as P
 from operators.sketch.delta import Delta
 from operators.sketch.expr import Col
-from operators.sketch.joinstore import SideStore, _expand, key_hash
+from operators.sketch.joinstore import expand_matches, key_hash
+from state.memory_side import MemoryIndex
+from state.side_store import SideStore
 from streaming_app.sketches.pushdown import column_kind, pushdown_for_scan, sql_literal
 
 ENCODING = "join.side.delta.v1"
@@ -129,8 +131,6 @@ class DeltaSide(SideStore):
         self.key_cols = [base_column(node, k) for k in self.key_ids]
 
     # -- SideStore -----------------------------------------------------------------------------
-    wants_keys = True
-
     def add(self, d: Delta, hashes: np.ndarray, order=None) -> None:
         if d is None or len(d) == 0:
             return
@@ -154,7 +154,7 @@ class DeltaSide(SideStore):
         self._fold()
         return self.kh.copy(), self.kw.copy()
 
-    def probe(self, hashes: np.ndarray, keys: pa.Table | None = None):
+    def probe(self, hashes: np.ndarray, keys: pa.Table) -> tuple:
         if len(hashes) == 0 or self.rows_net == 0:
             return np.zeros(0, np.int64), None  # nothing stored yet (capture): no Spark job
         if self.binding is None or self.node is None:
@@ -169,7 +169,7 @@ class DeltaSide(SideStore):
         srt = rh[order]
         lo = np.searchsorted(srt, hashes, "left")
         hi = np.searchsorted(srt, hashes, "right")
-        p, idx = _expand(lo, hi)
+        p, idx = expand_matches(lo, hi)
         if len(p) == 0:
             return np.zeros(0, np.int64), None
         return p, rows.take(order[idx])
@@ -243,15 +243,12 @@ def _key_literal(v, kind: str) -> str:
 def delta_side_factory(large_tables: set):
     """A ``store_factory`` for SketchMaintainer: DeltaSide for plain inputs over a table in
     ``large_tables`` whose join keys are plain columns, the in-memory index otherwise."""
-    from operators.sketch.joinstore import MemoryIndex
-
     def make(nbits, keys, side, tables, node=None, ctx=None):
         if node is not None and len(tables) == 1 and tables[0] in large_tables and keys:
             if plain_input(node) is not None and all(base_column(node, k) is not None for k in keys):
                 return DeltaSide(nbits, keys, tables[0])
         return MemoryIndex(nbits, keys)
 
-    make.takes_node = True
     return make
 
 

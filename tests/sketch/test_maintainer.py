@@ -10,7 +10,7 @@ import pytest
 
 from operators.errors import InvariantError, IvmError, StateError
 from operators.sketch import RangePartition, RecaptureRequired, SketchDelta, SketchMaintainer
-from operators.sketch.joinstore import MemoryIndex
+from state.memory_side import MemoryIndex
 
 
 def orders():
@@ -134,15 +134,15 @@ class CountingStore(MemoryIndex):
 
     probes = 0
 
-    def probe(self, hashes):
+    def probe(self, hashes, keys):
         CountingStore.probes += 1
-        return super().probe(hashes)
+        return super().probe(hashes, keys)
 
 
 def test_join_inputs_can_live_in_another_store():
     made = []
 
-    def factory(nbits, keys, side, tables):
+    def factory(nbits, keys, side, tables, node=None, ctx=None):
         made.append((side, tables))
         return CountingStore(nbits, keys)
 
