@@ -64,7 +64,7 @@ class TriangleEngine:
         from operators.triangles import TriangleCounter
 
         check_encoding("triangles", encoding, (self.encoding,))
-        data = bytes(data)
+        data = memoryview(data)
         if len(data) < 8:
             raise StateError("triangles: snapshot shorter than its header")
         counter = TriangleCounter.restore(data[8:])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
+from itertools import repeat
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def decode(cls, data: bytes):
             end = pos + 8 * count
             if end > len(data):
                 raise ValueError("truncated")
-            arrays[name] = np.frombuffer(data[pos:end], dtype="<i8")
+            arrays[name] = np.frombuffer(data, dtype="<i8", count=count, offset=pos)  # no copy
             pos = end
         if pos != len(data):
             raise ValueError("trailing bytes")
@@ -125,9 +126,12 @@ def _rows_into(rows: dict, xs: np.ndarray, ys: np.ndarray, ms: np.ndarray) -> No
     keys = xs[np.asarray(starts, dtype=np.int64)].tolist()
     if len(set(keys)) != len(keys) or rows:
         raise ValueError("a vertex's tuples are not in one run")
-    yl, ml = ys.tolist(), ms.tolist()
-    for x, a, b in zip(keys, starts, ends):
-        row = dict(zip(yl[a:b], ml[a:b]))
-        if len(row) != b - a:
-            raise ValueError("duplicate tuple")
-        rows[x] = row
+    yl = ys.tolist()
+    runs = list(map(slice, starts, ends))
+    if (ms == 1).all():  # the graph modes: every multiplicity is 1; the loops run in C
+        rows.update(zip(keys, map(dict.fromkeys, map(yl.__getitem__, runs), repeat(1))))
+    else:
+        ml = ms.tolist()
+        rows.update(zip(keys, map(dict, map(zip, map(yl.__getitem__, runs), map(ml.__getitem__, runs)))))
+    if sum(map(len, rows.values())) != len(xs):
+        raise ValueError("duplicate tuple")
