@@ -54,7 +54,7 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         q.capture(spark, lake, cfg, versions)
         write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
         write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
-
+    return reg
 
 
 def drop_query(spark, cfg, name: str) -> bool:
@@ -68,6 +68,7 @@ def drop_query(spark, cfg, name: str) -> bool:
     DeltaTable.forPath(spark, lake.output(REGISTERED)).delete(f"name = '{lit}'")
     DeltaTable.forPath(spark, lake.output(SKETCHES)).delete(f"query = '{lit}'")
     DeltaTable.forPath(spark, lake.output(STATE)).delete(f"query = '{lit}'")
+    return True
 
 
 def _fault(step: str, batch_id: int) -> None:
