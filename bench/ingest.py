@@ -136,7 +136,10 @@ def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str)
                     "checkpoint_root": str(work / "checkpoints"), "trigger_interval_s": 0,
                     "decode": "executors" if variant == "ours_executors" else "driver"},
             "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": batch},
-            "spark": {"master": "local[2]", "ui": False},
+            # keep every batch's offsets and commit files: the figures are read from them
+            # (the job's own setting keeps only the last 20)
+            "spark": {"master": "local[2]", "ui": False,
+                      "conf": {"spark.sql.streaming.minBatchesToRetain": "1000000"}},
             "tables": [{**TABLE, "topic": topic}]}
     parse_config(data)
     f = work / "job.toml"

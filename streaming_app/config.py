@@ -849,16 +849,20 @@ def dump_toml(data: dict) -> str:
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(val(x) for x in v) + "]"
         if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + " }"
+            return "{ " + ", ".join(f"{key(k)} = {val(x)}" for k, x in v.items()) + " }"
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def key(k: str) -> str:
+        # a bare key may not hold dots (a Spark conf name would become nested tables)
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else val(str(k))
 
     out: list[str] = []
     for section, body in data.items():
         if isinstance(body, list):
             for item in body:
                 out.append(f"[[{section}]]")
-                out += [f"{k} = {val(v)}" for k, v in item.items()]
+                out += [f"{key(k)} = {val(v)}" for k, v in item.items()]
         else:
             out.append(f"[{section}]")
-            out += [f"{k} = {val(v)}" for k, v in body.items()]
+            out += [f"{key(k)} = {val(v)}" for k, v in body.items()]
     return "\n".join(out) + "\n"

@@ -195,3 +195,15 @@ def test_spark_ui_listening_address(host, loopback_only):
     loopback = all(a in ("0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000")
                    for a in addrs)
     assert addrs and loopback == loopback_only, line
+
+
+def test_dump_toml_round_trips_keys_that_are_not_bare():
+    """Spark conf names hold dots and column names may hold spaces: written bare they would
+    become nested tables (or invalid TOML)."""
+    import tomllib
+
+    from streaming_app.config import dump_toml
+
+    data = {"spark": {"conf": {"spark.sql.streaming.minBatchesToRetain": "100", "plain": 2}},
+            "tables": [{"name": "t", "columns": {"my col": "long", "x.y": "int"}}]}
+    assert tomllib.loads(dump_toml(data)) == data
