@@ -374,11 +374,11 @@ def _write(args, sizes, runs, trickles) -> None:
     if drv:
         lines += ["", "The same job decoding in the Spark tasks (`[job] decode = \"executors\"`), in the same "
                   "run:", "", "| batch | ours records/s | ours, executor decode records/s | "
-                  "ratio |", "|---|---|---|---|"]
+                  "executor / driver |", "|---|---|---|---|"]
         for b in sizes:
             ro = _med([r["rec_s"] for r in runs if r["variant"] == "ours" and r["batch"] == b])
             rd = _med([r["rec_s"] for r in drv if r["batch"] == b])
-            lines.append(f"| {b} | {ro} | {rd} | {f'{ro / rd:.2f}x' if ro and rd else '—'} |")
+            lines.append(f"| {b} | {ro} | {rd} | {f'{rd / ro:.2f}x' if ro and rd else '—'} |")
     lines += ["", "Every run: " + "; ".join(f"{r['variant']} b={r['batch']} {r['rec_s']} rec/s, "
                                            f"{r['batch_s']} s/batch, first {r['first_batch_s']} s"
                                            for r in runs), ""]

@@ -197,7 +197,7 @@ class IngestJob:
             for m in self.maintainers:
                 t = time.perf_counter()
                 m.start(spark, self)
-                print(f"[{self.cfg.name}] {m.name}: state restored from the mirrors in {_ms(t):.0f} ms", flush=True)
+                print(f"[{self.cfg.name}] {m.name}: ready in {_ms(t):.0f} ms", flush=True)
         if batch_id <= self.last_done:
             print(f"[{self.cfg.name}] batch {batch_id}: already committed before a restart; skipped", flush=True)
             return

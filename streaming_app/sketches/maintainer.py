@@ -160,6 +160,8 @@ class SketchStreamMaintainer:
             "delta_rows_in": sum(m["delta_rows"] for m in metrics.values()),
             "sketch_changes": len(deltas), "ms": round((time.perf_counter() - t_all) * 1000, 1),
             "probe_cache_hits": self.probe_cache.hits - hits0, "per_query": metrics,
+            # the job's per-operator figures (its operators column); no cheap state size yet
+            "rows_in": sum(m["delta_rows"] for m in metrics.values()), "deltas_out": len(deltas),
         }
         self.probe_cache.clear()  # hold probe rows for one batch only
         if self.queries:  # the listener prints a line for batches that maintained sketches

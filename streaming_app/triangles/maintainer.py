@@ -108,5 +108,7 @@ class TriangleMaintainer:
             "committed_at": pa.array([sink.utcnow()], pa.timestamp("us", tz="UTC")),
         })
         sink.append(spark, job.lake.output("triangle_counts"), row, f"{ctx.app_id}:{self.name}", ctx.batch_id)
-        ctx.metrics[self.name] = {"triangles": self.engine.count, "ms": round(ms, 1)}
+        ctx.metrics[self.name] = {"triangles": self.engine.count, "ms": round(ms, 1),
+                                  "rows_in": 0 if delta is None else delta.num_rows, "deltas_out": 1,
+                                  "state_size": int(st["D"]) + sum(st["view_entries"].values())}
         self.recovery.after_batch(spark, job, ctx, self.engine, changed=True)

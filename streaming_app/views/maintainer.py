@@ -121,7 +121,10 @@ class ViewMaintainer:
             "committed_at": pa.array([sink.utcnow()], pa.timestamp("us", tz="UTC")),
         })
         sink.append(spark, job.lake.output("view_stats"), row, f"{ctx.app_id}:{self.name}", ctx.batch_id)
-        ctx.metrics[self.name] = {"added": len(vd.added), "removed": len(vd.removed), "ms": round(ms, 1)}
+        ctx.metrics[self.name] = {"added": len(vd.added), "removed": len(vd.removed), "ms": round(ms, 1),
+                                  "rows_in": 0 if delta is None else delta.num_rows,
+                                  "deltas_out": len(vd.added) + len(vd.removed),
+                                  "state_size": st.get("state_entries")}
         self.recovery.after_batch(spark, job, ctx, self.engine, changed=table in ctx.changed_tables)
 
     def _merge(self, spark, job, ctx, vd) -> None:

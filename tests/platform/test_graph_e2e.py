@@ -102,3 +102,18 @@ def test_triangles_and_views_equal_networkx(kafka_broker, spark, tmp_path):
     if loops:  # self-loops cannot be triangle edges: quarantined for the triangle graph
         q = spark.read.format("delta").load(str(cfg.lake_root / "quarantine")).collect()
         assert any(r.error_code == E.DATA_BAD_EDGE for r in q)
+
+    # per-operator figures in the batches table: every maintainer, every batch, the rows it
+    # read from the change feed adding up to the edge mirror's changes
+    batches = spark.read.format("delta").load(str(cfg.lake_root / "batches")).orderBy("batch_id").collect()
+    names = {m for b in batches for m in (op.name for op in b.operators)}
+    assert names == {"sketches", "triangles.g", "view.reach", "view.sp"}, names
+    for b in batches:
+        if not b.keys_changed:
+            continue
+        for op in (op for op in b.operators if op.name != "sketches"):  # no query registered
+            assert op.ms >= 0 and op.rows_in is not None and op.deltas_out is not None
+            assert op.state_size is not None and op.state_size > 0
+    tri_in = sum(op.rows_in for b in batches for op in b.operators if op.name == "triangles.g")
+    reach_in = sum(op.rows_in for b in batches for op in b.operators if op.name == "view.reach")
+    assert tri_in == reach_in > 0  # both read the same change feed of the edge mirror
