@@ -79,7 +79,10 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         while query.isActive and not stop.is_set():
             if duration_s is not None and time.monotonic() - t0 >= duration_s:
                 break
-            query.awaitTermination(0.5)
+            try:
+                query.awaitTermination(0.5)
+            except Exception:  # noqa: BLE001 - the query ended with an error: judged below by query.exception()
+                break
         if signalled and not quiet:
             name, running, finished = signalled[0]
             if running is not None:
@@ -88,10 +91,12 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
                 print(f"[{cfg.name}] {name}: stopping after batch {finished} (no batch running)", flush=True)
             else:
                 print(f"[{cfg.name}] {name}: stopping before this run's first batch", flush=True)
-        stopped = query.isActive
-        if stopped:
+        stopped = query.isActive or stop.is_set()
+        if query.isActive:
             job.stop_between_batches(query)
         exc = query.exception()
+        # A batch refused because a stop was requested ends the query with StopRequested:
+        # that is the clean stop itself (the refused batch runs again on restart).
         if exc is not None and not (stopped and "StopRequested" in str(exc)):
             raise RuntimeError(f"streaming query '{cfg.name}' failed: {exc}")
     finally:

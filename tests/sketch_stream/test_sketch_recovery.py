@@ -51,7 +51,7 @@ def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
     outputs = [_run(path, k) for k in KILLS]
     outputs.append(_run(path, None))
     # restarts restored state from a snapshot (or recaptured) and went on
-    assert sum(o.count("sketches: state restored") for o in outputs) >= len(KILLS)
+    assert sum(o.count("sketches: ready in") for o in outputs) >= len(KILLS)
 
     final = mirrors(spark, cfg)
     regs = {(r.name, r.partition_table): r
