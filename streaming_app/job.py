@@ -222,8 +222,9 @@ class IngestJob:
             decoded = decode_batch(self.cfg, zip(*cols, headers))
             steps["decode"] = _ms(t)
             offsets = offset_ranges(cols[0], cols[1], cols[2])
-            raw_all = {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)}
-            raw_of = lambda coords: raw_all  # noqa: E731
+            # built only when a plan rejects an event, and only for those records
+            raw_of = lambda coords: {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)  # noqa: E731
+                                     if (tp, p, o) in coords}
         ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
 
         t = time.perf_counter()
