@@ -2,8 +2,10 @@
 
 - ``TriangleEngine``: ``operators.triangles.TriangleCounter`` over one edge table, plus the
   number of edge rows it holds (mirror rows minus rejected ones). Encoding
-  ``triangles.engine.v1``: that row count (int64, little-endian) followed by the counter's
-  own ``triangles.ivm_eps.v1`` bytes. ``apply`` returns the rejected rows (``BadEdge``).
+  ``triangles.engine.v2``: that row count (int64, little-endian) followed by the counter's
+  own ``triangles.ivm_eps.v2`` bytes (heavy index and view stored, not rebuilt). It reads
+  ``triangles.engine.v1`` too (the same framing around ``triangles.ivm_eps.v1`` bytes).
+  ``apply`` returns the rejected rows (``BadEdge``).
 - ``ViewEngine``: a ``ReachabilityView`` or ``ShortestPathView`` over one link table, through
   the views' public ``snapshot()``/``restore()`` (encoding ``ivmstream.recursive.v1``).
   ``apply`` runs one view batch per mirror commit and returns their net ``ViewDelta``.
@@ -29,7 +31,8 @@ from state.protocol import VERSION, WEIGHT, by_version, check_encoding, ordered
 class TriangleEngine:
     """The IVM^ε triangle counter of one graph behind the engine protocol."""
 
-    encoding = "triangles.engine.v1"
+    encoding = "triangles.engine.v2"
+    reads = ("triangles.engine.v1", "triangles.engine.v2")  # the counter's bytes carry their own version
 
     def __init__(self, table: str, src: str, dst: str, *, mode: str = "undirected",
                  epsilon: float = 0.5, relation: str | None = None):
@@ -63,7 +66,7 @@ class TriangleEngine:
     def restore(self, encoding: str, data: bytes) -> None:
         from operators.triangles import TriangleCounter
 
-        check_encoding("triangles", encoding, (self.encoding,))
+        check_encoding("triangles", encoding, self.reads)
         data = memoryview(data)
         if len(data) < 8:
             raise StateError("triangles: snapshot shorter than its header")

@@ -38,7 +38,7 @@ def test_triangles_round_trip_and_refusals():
     assert [(b.src, b.dst) for b in bad] == [(1, 1)]  # self-loop rejected
     assert (e.count, e.edges) == (2, 5)
     enc, data = e.snapshot()
-    assert enc == "triangles.engine.v1"
+    assert enc == "triangles.engine.v2"
     r = TriangleEngine("edges", "src", "dst")
     r.restore(enc, data)
     assert (r.count, r.edges) == (2, 5)
@@ -100,3 +100,16 @@ def test_sketch_engine_round_trip():
     assert out.removed["t"] == {1} and r.maintainer.sketch["t"] == [2]
     with pytest.raises(StateError, match="unknown state encoding"):
         r.restore("sketch.maintainer.v9", data)
+
+
+def test_triangles_engine_reads_its_v1_encoding():
+    """``triangles.engine.v1`` (row count + ``triangles.ivm_eps.v1`` bytes, the store's rows of
+    earlier builds) restores; the next snapshot is v2."""
+    import struct
+    from pathlib import Path
+
+    v1 = (Path(__file__).parents[1] / "triangles" / "fixtures" / "ivm_eps_v1_undirected.bin").read_bytes()
+    e = TriangleEngine("edges", "src", "dst")
+    e.restore("triangles.engine.v1", struct.pack("<q", 41) + v1)
+    assert (e.count, e.edges) == (313, 41)
+    assert e.snapshot()[0] == "triangles.engine.v2"
