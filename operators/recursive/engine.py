@@ -35,6 +35,7 @@ from typing import Callable, Hashable, Optional
 from operators.errors import ConfigError, InvariantError
 from operators.recursive.aggsel import AggSel
 from operators.recursive.provenance import Provenance, ProvTable
+from operators.recursive.shipsel import ShipSel
 
 SHIP_MODES = ("lazy", "eager", "plain")
 
@@ -68,25 +69,29 @@ def partitioner(nodes):
 
 
 class _Node:
-    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "agg", "fix_group")
+    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group")
 
     def __init__(self, prov: Provenance, spec: Spec) -> None:
         self.fix = ProvTable(prov)
         self.r_by_key: dict = defaultdict(set)
         self.s = ProvTable(prov)
         self.s_by_j: dict = defaultdict(set)
+        self.s_by_o: dict = defaultdict(set)  # out vertex -> edges (re-derivation of a ShipSel group)
         self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
         self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
 
 
 class _Channel:
-    __slots__ = ("sent", "buf", "alt", "agg")
+    __slots__ = ("sent", "buf", "alt", "agg", "sel")
 
-    def __init__(self, prov: Provenance, spec: Spec) -> None:
+    def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool) -> None:
         self.sent = ProvTable(prov)
         self.buf = ProvTable(prov)  # eager mode: P_ins, formulas waiting for the next flush
         self.alt: dict = {}  # lazy mode: tuple -> {(edge, r)} join pairs at the sender that derive it
-        self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
+        ranks = (spec.rank,) + spec.extra_ranks
+        # Lazy one-derivation AggSel views: the best per group only, no H (shipsel.py).
+        self.sel = ShipSel(prov, spec.group, ranks) if lazy_sel else None
+        self.agg = AggSel(prov, spec.group, ranks) if spec.group and not lazy_sel else None
 
 
 class Engine:
@@ -106,6 +111,8 @@ class Engine:
         self.queue: list = []
         self.stats: Counter = Counter()
         self.before: dict = {}
+        self.lazy_sel = ship == "lazy" and spec.group is not None and spec.one_derivation
+        self._outboxes: dict = {}  # (src, dst) -> channel with ShipSel tuples queued this round
 
     # -- helpers -------------------------------------------------------------------------------
     def node(self, n) -> _Node:
@@ -117,7 +124,7 @@ class Engine:
     def channel(self, src, dst) -> _Channel:
         ch = self.channels.get((src, dst))
         if ch is None:
-            ch = self.channels[(src, dst)] = _Channel(self.prov, self.spec)
+            ch = self.channels[(src, dst)] = _Channel(self.prov, self.spec, self.lazy_sel)
         return ch
 
     def current(self, g):
@@ -155,14 +162,15 @@ class Engine:
         """Base-case tuple (B^Δ), inserted at its home node without shipping."""
         self._fix_insert(self.node_of(r[0]), r, pv)
 
-    def _fix_insert(self, n, r, pv, promoted: bool = False) -> None:
+    def _fix_insert(self, n, r, pv, promoted: bool = False, probe: bool = True) -> bool:
+        """Fixpoint input; True iff P changed (then the join was probed, unless ``probe`` is off)."""
         nd = self.node(n)
         spec = self.spec
         if nd.agg is not None and not promoted:
             beaten = nd.agg.insert(r, pv)
             if beaten is None:
                 self.stats["pruned"] += 1
-                return
+                return False
             for old in beaten:
                 self._fix_retract(nd, old)
         g = spec.gkey(r)
@@ -170,14 +178,21 @@ class Engine:
         new = r not in nd.fix
         if not nd.fix.merge(r, pv):
             self.stats["absorbed"] += 1
-            return
+            return False
         self.stats["fixpoint_updates"] += 1
         if new:
             nd.r_by_key[r[0]].add(r)
             if spec.group is not None:
                 nd.fix_group.setdefault(g, set()).add(r)
+        if probe:
+            self._probe(n, nd, r, pv)
+        return True
+
+    def _probe(self, n, nd: _Node, r, pv) -> None:
+        """Join a Fixpoint update with the edge copies at its node (R side of the join)."""
+        combine = self.spec.combine
         for e in tuple(nd.s_by_j.get(r[0], ())):
-            out = spec.combine(e, r)
+            out = combine(e, r)
             if out is not None:
                 self._derive(n, out, pv, nd.s.get(e), (e, r))
 
@@ -209,6 +224,8 @@ class Engine:
             return
         j = self.spec.j(e)
         nd.s_by_j[j].add(e)
+        if self.lazy_sel:
+            nd.s_by_o[self.spec.o(e)].add(e)
         for r in tuple(nd.r_by_key.get(j, ())):
             out = self.spec.combine(e, r)
             if out is not None:
@@ -226,6 +243,12 @@ class Engine:
             self._emit(src, dst, "rins", out, a & b)
             return
         ch = self.channel(src, dst)
+        if ch.sel is not None:
+            if ch.sel.offer(out, a & b):
+                self._outboxes[(src, dst)] = ch
+            else:
+                self.stats["pruned"] += 1
+            return
         if ch.agg is None and self.ship == "lazy":
             self._ship_lazy(src, dst, ch, out, None, a, b, pair)
             return
@@ -344,9 +367,16 @@ class Engine:
             _, removed = nd.s.kill(dead)
             for e in removed:
                 nd.s_by_j[spec.j(e)].discard(e)
+                nd.s_by_o[spec.o(e)].discard(e)
             if nd.agg is not None:
                 promos.extend((n, r, pv) for r, pv in nd.agg.kill(dead))
+        lost = []
         for (src, dst), ch in self.channels.items():
+            if ch.sel is not None:
+                gs = ch.sel.kill(dead)
+                if gs:
+                    lost.append((src, dst, ch, gs))
+                continue
             cpromos = ch.agg.kill(dead) if ch.agg is not None else []
             _, removed = ch.sent.kill(dead)
             ch.buf.kill(dead)
@@ -361,9 +391,48 @@ class Engine:
                 if ch.sent.get(t) is None:
                     ch.sent.put(t, pv)
                     self._emit(src, dst, "rins", t, pv)
-        for n, r, pv in promos:
-            self.stats["promotions"] += 1
-            self._fix_insert(n, r, pv, promoted=True)
+        if not self.lazy_sel:
+            for n, r, pv in promos:
+                self.stats["promotions"] += 1
+                self._fix_insert(n, r, pv, promoted=True)
+            return
+        # ShipSel channels re-derive a lost group from the sender's join state, so the sender's
+        # own promotions go into its Fixpoint first (else the first promoted candidate to probe
+        # would be shipped, then beaten by the re-derivation and shipped again).
+        self.stats["promotions"] += len(promos)
+        applied = [(n, r, pv) for n, r, pv in promos if self._fix_insert(n, r, pv, promoted=True, probe=False)]
+        for src, dst, ch, gs in lost:
+            for g in gs:
+                self._rederive(src, dst, ch, g)
+        for n, r, pv in applied:
+            self._probe(n, self.nodes[n], r, pv)
+
+    def _rederive(self, src, dst, ch: _Channel, g) -> None:
+        """Offer a ShipSel group's candidates at the sender again: edges into g's source ⋈ Fixpoint rows."""
+        nd = self.nodes.get(src)
+        if nd is None:
+            return
+        spec = self.spec
+        rest = tuple(g[1:])
+        for e in tuple(nd.s_by_o.get(g[0], ())):
+            fe = nd.s.get(e)
+            for r in nd.fix_group.get((spec.j(e),) + rest, ()):
+                out = spec.combine(e, r)
+                if out is None or spec.gkey(out) != g:
+                    continue
+                self.stats["derivations"] += 1
+                self.stats["rederivations"] += 1
+                if ch.sel.offer(out, fe & nd.fix.get(r), g):
+                    self._outboxes[(src, dst)] = ch
+
+    def _ship_outboxes(self) -> None:
+        """End of a round: ship what ShipSel channels queued in it (still the best of its group)."""
+        if not self._outboxes:
+            return
+        boxes, self._outboxes = self._outboxes, {}
+        for (src, dst), ch in boxes.items():
+            for t, pv in ch.sel.take():
+                self._emit(src, dst, "rins", t, pv)
 
     def _path_messages(self, dead: set[str]) -> int:
         """Messages if DEL(v) only followed the paths formulas with v were shipped on.
@@ -377,7 +446,8 @@ class Engine:
         n_msgs = 0
         for (src, dst), ch in self.channels.items():
             if src != dst:
-                n_msgs += sum(1 for v in dead if ch.sent.by_var.get(v))
+                sent = ch.sel.shipped if ch.sel is not None else ch.sent
+                n_msgs += sum(1 for v in dead if sent.by_var.get(v))
         for n, nd in self.nodes.items():
             for v in dead:
                 if any(self.node_of(e[0]) != n for e in nd.s.by_var.get(v, ())):
@@ -387,6 +457,7 @@ class Engine:
     # -- scheduler -------------------------------------------------------------------------------
     def run(self) -> None:
         while True:
+            self._ship_outboxes()
             while self.queue:
                 batch, self.queue = self.queue, []
                 self.stats["rounds"] += 1
@@ -398,6 +469,7 @@ class Engine:
                         self._fix_insert(dst, item, pv)
                     else:
                         self._edge_insert(dst, item, pv)
+                self._ship_outboxes()
                 if self.ship == "eager" and not self.flush_every:
                     for (src, d), ch in list(self.channels.items()):
                         if len(ch.buf):
@@ -434,5 +506,6 @@ class Engine:
 
     def state_tuples(self) -> int:
         n = sum(len(nd.fix) + len(nd.s) + (len(nd.agg.h) if nd.agg else 0) for nd in self.nodes.values())
-        n += sum(len(c.sent) + len(c.buf) + (len(c.agg.h) if c.agg else 0) for c in self.channels.values())
+        n += sum(len(c.sent) + len(c.buf) + (len(c.agg.h) if c.agg else 0) + (len(c.sel) if c.sel else 0)
+                 for c in self.channels.values())
         return n

@@ -71,7 +71,12 @@ class _PathOrder:
         return tuple(_vkey(v) for v in self.vec)
 
     def __lt__(self, other) -> bool:
-        return self._key() < other._key()
+        # Vertices of one type compare as their keys do; only an int met by a str at the first
+        # difference needs the keys (building them was a sixth of a transit-stub deletion).
+        try:
+            return self.vec < other.vec
+        except TypeError:
+            return self._key() < other._key()
 
     def __eq__(self, other) -> bool:
         return self.vec == other.vec
@@ -183,7 +188,8 @@ class ProvImpl:
             "stats": dict(eng.stats),
             "nodes": [[n, nd.fix.dump(), nd.s.dump(), nd.agg.h.dump() if nd.agg else None]
                       for n, nd in eng.nodes.items()],
-            "channels": [[s, d, ch.sent.dump(), ch.buf.dump(), ch.agg.h.dump() if ch.agg else None]
+            "channels": [[s, d, (ch.sel.shipped if ch.sel else ch.sent).dump(), ch.buf.dump(),
+                          ch.agg.h.dump() if ch.agg else None]
                          for (s, d), ch in eng.channels.items()],
         }
 
@@ -202,11 +208,17 @@ class ProvImpl:
             nd.s.load(s, tup)
             for e in nd.s.keys():
                 nd.s_by_j[self.spec.j(e)].add(e)
+                if eng.lazy_sel:
+                    nd.s_by_o[self.spec.o(e)].add(e)
             if agg is not None:
                 nd.agg.h.load(agg, tup)
                 nd.agg.rebuild()
         for s, dst, sent, buf, agg in d["channels"]:
             ch = eng.channel(s, dst)
+            if ch.sel is not None:  # sent = the live tuples shipped; the best of each group follows
+                ch.sel.shipped.load(sent, tup)
+                ch.sel.rebuild()
+                continue
             ch.sent.load(sent, tup)
             ch.buf.load(buf, tup)
             if agg is not None:
