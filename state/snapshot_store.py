@@ -9,11 +9,12 @@ settings), ``snapshot_id`` and ``written_at``.
 Exactly once: a write carries the Delta application transaction
 (``<app id>:<maintainer>``, batch id), the same ``txn`` action as every other write of the job
 (``connectors.delta_sink.append_small``), so a replayed batch does not write its snapshot
-twice. A snapshot is *consistent* with the mirrors as committed when, for each table it
+twice. A write outside the job (``app_id`` None: ``ivmstream sketch register``, a lazy
+sketch's refresh) is a plain append with batch id -1. A snapshot is *consistent* with the mirrors as committed when, for each table it
 reflects, its version is at most the committed one; ``latest`` returns the newest such
 snapshot (the restart then reads the change feed from there). A snapshot ahead of the
 mirrors (a mirror rolled back) is skipped, which is why ``keep`` (default 2) snapshots per
-maintainer stay: ``write`` deletes older ones every ``keep`` writes and vacuums their files.
+maintainer stay: ``write`` deletes older ones every ``keep`` writes and removes their files.
 
 On a local lake every read and write goes through delta-rs (no Spark job: a 50 MB snapshot
 is read back in tens of milliseconds); a remote lake (s3a://, abfss://) uses Spark.
@@ -90,12 +91,13 @@ class SnapshotStore:
                 deltalake.DeltaTable(self.path)
 
     # -- write -------------------------------------------------------------------------------
-    def write(self, maintainer: str, app_id: str, batch_id: int, versions: dict, encoding: str,
+    def write(self, maintainer: str, app_id: str | None, batch_id: int, versions: dict, encoding: str,
               state: bytes, config: dict | str | None = None, fault=None) -> bool:
         """Append one snapshot, idempotent on (``app_id:maintainer``, ``batch_id``); False when
-        this writer committed that batch's snapshot before. ``fault(step)`` marks kill points."""
-        txn_app = f"{app_id}:{maintainer}"
-        if self._local and sink._done_before(self.path, txn_app, batch_id):
+        this writer committed that batch's snapshot before. ``app_id`` None: a plain append
+        (a write outside the job). ``fault(step)`` marks kill points."""
+        txn_app = None if app_id is None else f"{app_id}:{maintainer}"
+        if txn_app is not None and self._local and sink._done_before(self.path, txn_app, batch_id):
             return False
         cfg = config if isinstance(config, str) or config is None else json.dumps(config, sort_keys=True)
         row = pa.table({
@@ -111,13 +113,18 @@ class SnapshotStore:
             fault("begin")
         if self._local:
             _append_rs(self.path, row, txn_app, batch_id)
-        else:  # Spark has no large_binary in its Arrow conversion
+        elif txn_app is None:  # Spark has no large_binary in its Arrow conversion
+            self.spark.createDataFrame(row.cast(_spark_schema())).write.format("delta").mode("append").save(self.path)
+        else:
             sink.append(self.spark, self.path, row.cast(_spark_schema()), txn_app, batch_id)
         if fault:
             fault("written")
         self._writes[maintainer] = self._writes.get(maintainer, 0) + 1
         if self._writes[maintainer] % self.keep == 0:
-            self.prune(maintainer)
+            try:
+                self.prune(maintainer)
+            except Exception as e:  # noqa: BLE001 - a concurrent delete won; the next write prunes
+                print(f"snapshot store: pruning {maintainer} failed ({type(e).__name__}); kept for now", flush=True)
         return True
 
     # -- read --------------------------------------------------------------------------------
@@ -168,9 +175,13 @@ class SnapshotStore:
         return None
 
     # -- bound ---------------------------------------------------------------------------------
+    def drop(self, maintainer: str) -> int:
+        """Delete every snapshot of ``maintainer`` (a dropped sketch); returns rows deleted."""
+        return self.prune(maintainer, keep=0)
+
     def prune(self, maintainer: str, keep: int | None = None) -> int:
         """Delete all but the newest ``keep`` snapshots of ``maintainer`` (and, on a local lake,
-        vacuum their files: this table is never read at an older version). Returns rows deleted."""
+        remove their files: this table is never read at an older version). Returns rows deleted."""
         keep = self.keep if keep is None else keep
         old = [r["snapshot_id"] for r in self._meta(maintainer)[keep:]]
         if not old:
@@ -180,14 +191,19 @@ class SnapshotStore:
             import deltalake
 
             dt_ = deltalake.DeltaTable(self.path)
+            before = set(dt_.file_uris())
             dt_.delete(f"snapshot_id IN ({ids})")
-            dt_.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+            # remove only the files this delete unreferenced, not a vacuum: the job and
+            # `sketch register` write here from different processes, and a vacuum would also
+            # take a concurrent writer's file that is written but not yet committed
+            for uri in before - set(dt_.file_uris()):
+                Path(uri.removeprefix("file://")).unlink(missing_ok=True)
         else:
             self.spark.sql(f"DELETE FROM delta.`{self.path}` WHERE snapshot_id IN ({ids})")
         return len(old)
 
 
-def _append_rs(path: str, row: pa.Table, txn_app: str, batch_id: int) -> None:
+def _append_rs(path: str, row: pa.Table, txn_app: str | None, batch_id: int) -> None:
     """``delta_sink.append_small``'s delta-rs write (same txn action), with the state column
     zstd-compressed and without a dictionary: a 48 MB triangle state is 7 MB on disk and
     reads back in about 0.1 s instead of 0.25 s with the default snappy + dictionary."""
@@ -197,8 +213,9 @@ def _append_rs(path: str, row: pa.Table, txn_app: str, batch_id: int) -> None:
     props = WriterProperties(compression="ZSTD", compression_level=1,
                              column_properties={"state": ColumnProperties(dictionary_enabled=False,
                                                                           statistics_enabled="NONE")})
-    deltalake.write_deltalake(path, row, mode="append", writer_properties=props, commit_properties=CommitProperties(
-        app_transactions=[Transaction(app_id=txn_app, version=batch_id)]))
+    txns = [] if txn_app is None else [Transaction(app_id=txn_app, version=batch_id)]
+    deltalake.write_deltalake(path, row, mode="append", writer_properties=props,
+                              commit_properties=CommitProperties(app_transactions=txns))
 
 
 def _spark_schema() -> pa.Schema:

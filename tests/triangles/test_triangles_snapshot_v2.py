@@ -1,10 +1,12 @@
 """Snapshot encoding v2 (``triangles.ivm_eps.v2``): the heavy index and the view are stored
-and restored as they were, not rebuilt; bytes whose derived parts do not fit their tuples are
-refused; snapshots written by the v1 encoder (fixtures made with it) still restore."""
+and restored as they were, not rebuilt; bytes whose derived parts do not fit their tuples, or
+that name any class or function, are refused; snapshots written by the v1 encoder (fixtures
+made with it) still restore."""
 
 from __future__ import annotations
 
 import json
+import pickle
 import struct
 from pathlib import Path
 
@@ -13,7 +15,6 @@ import pytest
 
 from operators.errors import StateError
 from operators.triangles import TriangleCounter
-from operators.triangles import snapshot as snap
 from operators.triangles.reference import check_invariants, reference_triangles
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -44,13 +45,23 @@ def header(data: bytes) -> tuple[int, dict]:
     return version, json.loads(data[12:12 + hlen])
 
 
+def body(data: bytes):
+    return pickle.loads(data[12 + struct.unpack(">HI", data[6:12])[1]:])
+
+
+def with_body(data: bytes, parts) -> bytes:
+    return data[:12 + struct.unpack(">HI", data[6:12])[1]] + pickle.dumps(parts, protocol=5)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_v2_stores_the_derived_structures_and_restores_them_equal(mode):
     tc = skewed(mode)
     data = tc.snapshot()
     version, h = header(data)
-    assert version == 2 and h["name"] == "triangles.ivm_eps.v2" and h["derived"] is True
-    assert {f"hx{i}" for i in range(tc._core.nrel)} <= {name for name, _ in h["arrays"]}
+    assert version == 2 and h["name"] == "triangles.ivm_eps.v2"
+    rows, heavy, rev_h, rev_l, views, extra = body(data)
+    assert (rows, heavy, rev_h, rev_l, views) == (tc._core.rows, tc._core.heavy, tc._core.rev_h, tc._core.rev_l,
+                                                  tc._core.views)
     back = TriangleCounter.restore(data)
     same_state(back, tc)
     check_invariants(back)
@@ -84,30 +95,33 @@ def test_undirected_count_of_the_fixture_is_the_brute_force_one():
                                               if u != v})
 
 
-def test_witness_views_are_rebuilt_not_stored():
+def test_witness_views_are_stored_too():
     tc = TriangleCounter(0.5, mode="undirected", witnesses=True)
     rng = np.random.default_rng(3)
     tc.apply_batch(rng.integers(0, 6, 400), rng.integers(0, 60, 400))
     data = tc.snapshot()
-    _, h = header(data)
-    assert h["derived"] is False and not any(name.startswith("hx") for name, _ in h["arrays"])
-    same_state(TriangleCounter.restore(data), tc)
+    assert body(data)[4] == tc._core.views and any(tc._core.views[0].values())
+    back = TriangleCounter.restore(data)
+    same_state(back, tc)
+    check_invariants(back)
 
 
-def test_derived_parts_that_do_not_fit_the_tuples_are_refused():
+def test_bytes_that_do_not_fit_or_name_code_are_refused():
     tc = skewed("undirected")
     data = tc.snapshot()
-    version, h = header(data)
-    # drop one heavy-index entry: rewrite the arrays with hx0/hy0/hm0 one shorter
-    arrays, pos = [], 12 + struct.unpack(">HI", data[6:12])[1]
-    for name, count in h["arrays"]:
-        a = np.frombuffer(data, dtype="<i8", count=count, offset=pos)
-        pos += 8 * count
-        arrays.append((name, a[:-1] if name in ("hx0", "hy0", "hm0") else a))
-    h["arrays"] = [[name, len(a)] for name, a in arrays]
-    hb = json.dumps(h, sort_keys=True).encode()
-    bad = b"".join([snap.MAGIC, struct.pack(">HI", version, len(hb)), hb] + [a.tobytes() for _, a in arrays])
+    rows, heavy, rev_h, rev_l, views, extra = body(data)
+    y = next(iter(rev_h[0]))
+    short = {k: dict(v) for k, v in rev_h[0].items()}
+    short[y].popitem()  # one heavy-index entry lost
     with pytest.raises(StateError, match="reverse index sizes"):
-        TriangleCounter.restore(bad)
+        TriangleCounter.restore(with_body(data, (rows, heavy, [short], rev_l, views, extra)))
+    with pytest.raises(StateError, match="tuple count differs"):
+        TriangleCounter.restore(with_body(data, ([{**rows[0], 10 ** 6: {1: 1}}], heavy, rev_h, rev_l, views, extra)))
+    with pytest.raises(StateError, match="is not part of a triangle state"):
+        TriangleCounter.restore(with_body(data, (rows, heavy, rev_h, rev_l, views, np.int64(3))))
+    with pytest.raises(StateError, match="six state parts"):
+        TriangleCounter.restore(with_body(data, (rows, heavy)))
+    with pytest.raises(StateError):
+        TriangleCounter.restore(data[:-20])
     with pytest.raises(StateError, match="this build reads 1: triangles.ivm_eps.v1, 2: triangles.ivm_eps.v2"):
         TriangleCounter.restore(data[:6] + struct.pack(">H", 3) + data[8:])
