@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable
 
+import msgspec
+
 from connectors.debezium_types import PLACEHOLDER, PLACEHOLDER_B64, Bad, FieldSpec, Modes, column_decoder, field_spec, is_placeholder
 from operators import errors as E
 from streaming_app.config import JobConfig, TableConfig
@@ -57,6 +59,12 @@ def _no_constant(name: str) -> Any:
 
 # Fractions and exponents parse as Decimal (no digit lost); bare NaN/Infinity are not JSON.
 _JSON = json.JSONDecoder(parse_float=Decimal, parse_constant=_no_constant)
+# The same document model from msgspec's C parser, 3-4x faster. It accepts a subset of what
+# _JSON accepts (no lone-surrogate escapes) and, where it accepts, builds the same values;
+# whatever it refuses goes to _JSON, which decides and words the reason as before.
+_FAST = msgspec.json.Decoder(float_hook=Decimal)
+_FAST_REFUSES = (msgspec.DecodeError, RecursionError, ValueError)  # ValueError: bad UTF-8 inside a string
+_HEAD_B = re.compile(b"[ \t\n\r]*\\{[ \t\n\r]*\"schema\"")
 _WS = "[ \t\n\r]*"
 _HEAD = re.compile(_WS + r'\{' + _WS + r'"schema"' + _WS + ":" + _WS)
 _MID = re.compile(_WS + "," + _WS + r'"payload"' + _WS + ":" + _WS)
@@ -118,6 +126,13 @@ def _parse(data: Any, what: str, kind: str = "v") -> tuple[Any, str | None]:
     ``KNOWN`` and the field specs come from the cache by text.
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
+        if data.__class__ is memoryview:
+            data = bytes(data)
+        if not _HEAD_B.match(data):  # no schema wrapper: one parse, nothing to cache
+            try:
+                return _FAST.decode(data), None
+            except _FAST_REFUSES:
+                pass  # the exact path below decides
         try:
             text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as e:
@@ -141,6 +156,12 @@ def _parse(data: Any, what: str, kind: str = "v") -> tuple[Any, str | None]:
                     schema, end = _JSON.raw_decode(text, start)
                 m2 = _MID.match(text, end)
                 if m2:
+                    close = len(text.rstrip(" \t\n\r")) - 1  # the wrapper's closing brace
+                    if close > m2.end() and text[close] == "}":
+                        try:  # exactly one value between ':' and the brace, as below
+                            return {"schema": schema, "payload": _FAST.decode(text[m2.end():close])}, text[start:end]
+                        except _FAST_REFUSES:
+                            pass
                     payload, end2 = _JSON.raw_decode(text, m2.end())
                     if _TAIL.fullmatch(text, end2):
                         return {"schema": schema, "payload": payload}, text[start:end]
@@ -299,7 +320,8 @@ def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, wh
         elif v is _MISSING:
             img.missing.append(col)
             row[col] = None
-        elif (v.__class__ is not str or v == PLACEHOLDER or v == PLACEHOLDER_B64) and is_placeholder(v, spec):
+        elif ((v.__class__ is str and (v == PLACEHOLDER or v == PLACEHOLDER_B64)) or v.__class__ is list) \
+                and is_placeholder(v, spec):  # only a JSON string or array can be the placeholder
             img.unavailable.append(col)
             row[col] = None
         else:

@@ -541,6 +541,11 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
                         pass
                 return general(raw, what)
             return dec_us
+    m = _DECIMAL_TYPE.match(typ)
+    if m:
+        fast = _decimal_decoder(int(m.group(1)), int(m.group(2)), spec, modes, general)
+        if fast is not None:
+            return fast
     if typ == "date" and (spec is None or name in _DATE_NAMES):
         def dec_days(raw: Any, what: str) -> Any:
             if raw.__class__ is int and raw not in DATE_INFINITY:
@@ -551,3 +556,42 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
             return general(raw, what)
         return dec_days
     return general
+
+
+def _decimal_decoder(precision: int, scale: int, spec: FieldSpec | None, modes: Modes, general):
+    """The short path of a decimal(precision, scale) column, or None.
+
+    A value that arrives at the column's own scale with room to spare in the precision is the
+    value ``fit_decimal`` would return (same digits, same exponent); anything else (another
+    scale, zero, whose sign fit_decimal drops, too many digits, NaN words) goes through
+    ``general``."""
+    top = precision - scale
+    name = spec.name if spec is not None else None
+    if (spec is None and modes.decimal == "string") or (spec is not None and name is None and spec.type == "string"):
+        plain = _PLAIN_DECIMAL.fullmatch
+
+        def dec_text(raw: Any, what: str) -> Any:
+            if raw.__class__ is str and plain(raw):
+                d = Decimal(raw)
+                if d and d.as_tuple().exponent == -scale and d.adjusted() < top:
+                    return d
+            return general(raw, what)
+        return dec_text
+    src_scale = scale if spec is None and modes.decimal == "precise" else (
+        spec.scale if spec is not None and name == CONNECT_DECIMAL else None)
+    if src_scale != scale:
+        return None
+    b64 = base64.b64decode
+
+    def dec_unscaled(raw: Any, what: str) -> Any:
+        if raw.__class__ is str and 0 < len(raw) <= 24:  # <= 18 bytes: at most 43 digits
+            try:
+                n = int.from_bytes(b64(raw, validate=True), "big", signed=True)
+            except (ValueError, binascii.Error):
+                return general(raw, what)
+            if n:
+                d = Decimal(n).scaleb(-scale, context=EXACT)
+                if d.adjusted() < top:
+                    return d
+        return general(raw, what)
+    return dec_unscaled
