@@ -1,7 +1,8 @@
 """The kill campaign (issue 15, item 4): SIGKILL `ivmstream run` at seeded random points
-across batches (inside Delta commits, around Spark's commit log, inside the sketch_state
-write, on batch 0, inside `sketch register`), restart after each, bounce the broker while the
-job runs, stop the job with SIGTERM, then compare every output with its oracle.
+across batches (inside Delta commits, around Spark's commit log, inside the sketch
+maintainer's snapshot writes to state_snapshots, on batch 0, inside `sketch register`),
+restart after each, bounce the broker while the job runs, stop the job with SIGTERM, then
+compare every output with its oracle.
 
     .venv/bin/python bench/kill_campaign.py --points 20 --seed 15
 

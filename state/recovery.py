@@ -125,26 +125,10 @@ class Recovery:
     def start(self, spark, job, engine, rebuild) -> str:
         """Restore ``engine`` (protocol) and catch up, or ``rebuild(spark, job) -> rows read``
         into a fresh state; returns the one line to print."""
-        import json
-
         t0 = time.perf_counter()
         committed = {c.table: int(job.versions.get(c.table, 0)) for c in self.cursors}
-        store = self._store(spark, job)
-        snap, why = None, None
-        try:
-            snap = store.latest(self.name, committed)
-        except Exception as e:  # noqa: BLE001 - an unreadable store only costs the recount
-            why = f"snapshot store not readable: {_first_line(e)}"
-        if snap is None and why is None:
-            why = "no snapshot consistent with the mirrors"
-        if snap is not None and snap.config != json.dumps(self.config, sort_keys=True):
-            why, snap = f"the snapshot of batch {snap.batch_id} was taken with other settings", None
+        snap, why = restore_newest(self._store(spark, job), self.name, committed, self.config, engine)
         caught = 0
-        if snap is not None:
-            try:
-                engine.restore(snap.encoding, snap.state)
-            except StateError as e:
-                why, snap = f"the snapshot of batch {snap.batch_id} does not decode: {_first_line(e)}", None
         if snap is not None:
             try:
                 deltas = {}
@@ -192,6 +176,27 @@ class Recovery:
         ctx.metrics.setdefault(self.name, {})["snapshot"] = {
             "bytes": len(data), "ms": round((time.perf_counter() - t0) * 1000, 1), "written": wrote}
         return wrote
+
+
+def restore_newest(store: SnapshotStore, name: str, committed: dict, config: dict, engine):
+    """Restore into ``engine`` the newest snapshot of ``name`` that is consistent with the
+    ``committed`` mirror versions and was taken under ``config``: (the snapshot, None), or
+    (None, why there is none to use). The caller catches up from the snapshot's versions."""
+    import json
+
+    try:
+        snap = store.latest(name, committed)
+    except Exception as e:  # noqa: BLE001 - an unreadable store only costs a rebuild
+        return None, f"snapshot store not readable: {_first_line(e)}"
+    if snap is None:
+        return None, "no snapshot consistent with the mirrors"
+    if snap.config != json.dumps(config, sort_keys=True):
+        return None, f"the snapshot of batch {snap.batch_id} was taken with other settings"
+    try:
+        engine.restore(snap.encoding, snap.state)
+    except StateError as e:
+        return None, f"the snapshot of batch {snap.batch_id} does not decode: {_first_line(e)}"
+    return snap, None
 
 
 def _versions(versions: dict) -> str:

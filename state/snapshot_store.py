@@ -14,7 +14,8 @@ sketch's refresh) is a plain append with batch id -1. A snapshot is *consistent*
 reflects, its version is at most the committed one; ``latest`` returns the newest such
 snapshot (the restart then reads the change feed from there). A snapshot ahead of the
 mirrors (a mirror rolled back) is skipped, which is why ``keep`` (default 2) snapshots per
-maintainer stay: ``write`` deletes older ones every ``keep`` writes and removes their files.
+maintainer stay: ``write`` deletes older ones at a writer's first write and every ``keep``
+writes after, and removes their files (at most ``keep`` + 1 remain between two prunes).
 
 On a local lake every read and write goes through delta-rs (no Spark job: a 50 MB snapshot
 is read back in tens of milliseconds); a remote lake (s3a://, abfss://) uses Spark.
@@ -120,7 +121,9 @@ class SnapshotStore:
         if fault:
             fault("written")
         self._writes[maintainer] = self._writes.get(maintainer, 0) + 1
-        if self._writes[maintainer] % self.keep == 0:
+        # a process's first write prunes too: short runs (restarts, `sketch register`) would
+        # otherwise each leave one more snapshot than ``keep`` behind
+        if self._writes[maintainer] % self.keep == 0 or self._writes[maintainer] == 1:
             try:
                 self.prune(maintainer)
             except Exception as e:  # noqa: BLE001 - a concurrent delete won; the next write prunes

@@ -4,14 +4,14 @@ It follows the job contract (streaming_app.job.Maintainer): state at start is bu
 committed mirror versions (``job.versions``); each batch reads the change data feed of every
 changed mirror from the version a query's state reflects, once per table and batch for all
 queries, with the queries' selections pushed into the Spark read and only the columns they use
-(``pushdown.union_pushdown``). Output tables: ``tables.py``; per-query state: ``query_state.py``.
+(``pushdown.union_pushdown``). Output tables: ``tables.py``; per-query state: ``query_state.py``;
+engine snapshots in the one snapshot store, ``state_snapshots`` (``snapshots.py``).
 """
 
 from __future__ import annotations
 
 import time
 
-from operators.errors import StateError
 from streaming_app.sketches import outputs
 from streaming_app.sketches.delta_side import ProbeCache
 from streaming_app.sketches.progress import progress_listener
@@ -19,7 +19,7 @@ from streaming_app.sketches.pushdown import union_pushdown
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.register import register_query
 from streaming_app.sketches.registry import Registration, read_registry, registry_version
-from streaming_app.sketches.snapshots import latest_snapshot, write_snapshots
+from streaming_app.sketches.snapshots import open_store, restore_latest, store_name, write_snapshot
 from streaming_app.sketches.tables import ensure_tables
 
 
@@ -37,6 +37,7 @@ class SketchStreamMaintainer:
         self.recent: dict[int, dict] = {}  # batch id -> metrics, for the progress listener
         # queries joining the same Delta-backed table with the same keys share one Spark read
         self.probe_cache = ProbeCache()
+        self.store = None  # state.snapshot_store.SnapshotStore, opened at setup
 
     # setup: output tables and the config's [[sketches]] entries
     def setup(self, spark, job) -> None:
@@ -44,6 +45,7 @@ class SketchStreamMaintainer:
         # whose listener bus never hears this query's progress
         progress_listener(spark, self)
         lake = job.lake
+        self.store = open_store(spark, lake)  # also when no query is configured: `sketch register` may add one
         if not self.cfg.sketches:
             return  # tables appear with the first `sketch register`; _refresh looks for them
         ensure_tables(spark, lake)
@@ -53,21 +55,29 @@ class SketchStreamMaintainer:
                 continue
             register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False)
 
+    def _store(self, spark, lake):
+        if self.store is None:
+            self.store = open_store(spark, lake)
+        self.store.spark = spark
+        return self.store
+
     def _state_for(self, spark, job, reg: Registration, versions: dict, tables_cache: dict) -> QueryState | None:
+        """The query's state at ``versions``: its newest usable snapshot brought forward from
+        the change feed, or a capture from the mirrors (saying why)."""
         q = QueryState(reg, probe_cache=self.probe_cache)
+        t0 = time.perf_counter()
+        why = "not captured yet"
         if reg.captured:
-            snap = latest_snapshot(spark, job.lake, reg, versions)
+            engine, snap, why = restore_latest(self._store(spark, job.lake), reg, versions)
             if snap is not None:
-                try:
-                    q.restore(*snap)
-                except StateError as e:  # written by an older build: its encoding is not read any more
-                    print(f"sketches: {reg.name}: snapshot not usable ({e}); recapturing from the mirrors",
-                          flush=True)
-                else:
-                    q.bring_forward(spark, job.lake, self.cfg, versions)
-                    return q
-                q = QueryState(reg, probe_cache=self.probe_cache)
-        q.capture(spark, job.lake, self.cfg, versions, tables_cache)
+                q.restored(engine.maintainer, snap.versions)
+                _, rows = q.bring_forward(spark, job.lake, self.cfg, versions)
+                print(f"[{job.cfg.name}] {store_name(reg.name)}: restored from snapshot of batch {snap.batch_id} "
+                      f"in {(time.perf_counter() - t0) * 1000:.0f} ms, caught up {rows:,} changes", flush=True)
+                return q
+        if q.capture(spark, job.lake, self.cfg, versions, tables_cache):
+            print(f"[{job.cfg.name}] {store_name(reg.name)}: captured from the mirrors in "
+                  f"{(time.perf_counter() - t0) * 1000:.0f} ms ({why})", flush=True)
         return q
 
     def _refresh(self, spark, job, versions: dict) -> list[QueryState]:
@@ -137,7 +147,7 @@ class SketchStreamMaintainer:
             metrics[q.name] = {"delta_rows": rows, "apply_ms": round(q.last_apply_ms if res is not None else 0.0, 2),
                                "added": sum(map(len, res[0].values())) if res else 0,
                                "removed": sum(map(len, res[1].values())) if res else 0,
-                               "spark_probes": q.spark_probes() - probes,
+                               "spark_probes": q.spark_probes() - probes, "state_size": q.state_size(),
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
         sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch outputs")
         app = f"{ctx.app_id}:{self.name}"
@@ -150,8 +160,11 @@ class SketchStreamMaintainer:
         snap = [q for q in self.queries.values() if q.ready() and (q in new or self.batches_since_snapshot
                                                                      >= self.snapshot_every)]
         if snap:
-            _fault("sketch.state.begin", ctx.batch_id)
-            write_snapshots(spark, lake, snap, ctx.batch_id, f"{app}:state")
+            sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch snapshots")
+            store = self._store(spark, lake)
+            _fault("sketch.state.begin", ctx.batch_id)  # the kill campaign's points inside these writes
+            for q in snap:  # one row per query, each idempotent on (app id:sketch.<query>, batch)
+                write_snapshot(store, q, ctx.batch_id, ctx.app_id)
             _fault("sketch.state", ctx.batch_id)
             if self.batches_since_snapshot >= self.snapshot_every:
                 self.batches_since_snapshot = 0
@@ -160,8 +173,10 @@ class SketchStreamMaintainer:
             "delta_rows_in": sum(m["delta_rows"] for m in metrics.values()),
             "sketch_changes": len(deltas), "ms": round((time.perf_counter() - t_all) * 1000, 1),
             "probe_cache_hits": self.probe_cache.hits - hits0, "per_query": metrics,
-            # the job's per-operator figures (its operators column); no cheap state size yet
+            # the job's per-operator figures (its operators column)
             "rows_in": sum(m["delta_rows"] for m in metrics.values()), "deltas_out": len(deltas),
+            "state_size": sum(q.state_size() for q in self.queries.values() if q.ready()),
+            "snapshots": len(snap),
         }
         self.probe_cache.clear()  # hold probe rows for one batch only
         if self.queries:  # the listener prints a line for batches that maintained sketches

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from operators.errors import ConfigError, StateError
+from operators.errors import ConfigError
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.registry import Part, Registration, read_registry
-from streaming_app.sketches.snapshots import latest_snapshot, write_snapshots
+from streaming_app.sketches.snapshots import open_store, restore_latest, write_snapshot
 from streaming_app.sketches.tables import REGISTERED, SKETCHES
 
 
@@ -63,23 +63,21 @@ def lazy_refresh(spark, cfg, name: str) -> dict:
         raise ConfigError(f"no registered sketch named {name!r}")
     latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
     q = QueryState(reg)
-    snap = latest_snapshot(spark, lake, reg, None) if reg.captured else None
+    store = open_store(spark, lake)
+    # none, another build's encoding or other settings: capture below
+    engine, snap, _ = restore_latest(store, reg, latest) if reg.captured else (None, None, None)
     moved = True
     if snap is not None:
-        try:
-            q.restore(*snap)
-        except StateError:  # an older build's encoding: recapture below
-            q, snap = QueryState(reg), None
-        else:
-            before = dict(q.versions)
-            q.bring_forward(spark, lake, cfg, latest)
-            moved = q.versions != before
+        q.restored(engine.maintainer, snap.versions)
+        before = dict(q.versions)
+        q.bring_forward(spark, lake, cfg, latest)
+        moved = q.versions != before
     if snap is None and not q.capture(spark, lake, cfg, latest):
         empty = [p.table for p in reg.parts if p.boundaries is None]
         raise ConfigError(f"sketch {name!r}: table {', '.join(empty)} has no rows to partition yet")
     if moved:
         write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
-        write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+        write_snapshot(store, q, batch_id=-1, app_id=None)
     return sketch_records(lake, name)
 
 

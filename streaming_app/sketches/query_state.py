@@ -78,13 +78,18 @@ class QueryState:
         self.dirty = True
         return True
 
-    def restore(self, state: bytes, versions: dict) -> None:
-        from operators.sketch import SketchMaintainer
-
-        self.engine = SketchMaintainer.restore(state, store_factory=delta_side.delta_side_factory(set()))
+    def restored(self, engine, versions: dict) -> None:
+        """Adopt a ``SketchMaintainer`` restored from a snapshot whose state reflects ``versions``."""
+        self.engine = engine
         self.tables = list(self.engine.tables)
         self.versions = {t: int(versions[t]) for t in self.tables}
         self.bound, self._pushdown = False, None
+
+    def state_size(self) -> int:
+        """Entries the engine holds: aggregate groups, join rows (of a Delta-backed input only
+        its distinct key hashes: the rows stay in the mirror), top-k entries, result rows and
+        fragment counts. A count, not bytes: measuring bytes would walk the whole state."""
+        return state_entries(self.engine) if self.engine is not None else 0
 
     def _bind(self, spark, lake, cfg) -> None:
         types = {t.name.lower(): dict(t.columns) for t in cfg.tables}
@@ -175,3 +180,22 @@ class QueryState:
         if any(added.values()) or any(removed.values()):
             self.dirty = True
         return (added, removed), rows
+
+
+def state_entries(engine) -> int:
+    """``QueryState.state_size`` of a ``SketchMaintainer`` (cheap: sizes of its containers)."""
+    from operators.sketch.aggregate import AggState
+    from operators.sketch.join import JoinState
+    from operators.sketch.topk import TopKState
+
+    n = len(engine.merge.rows) + len(engine.merge.counts)
+    for node in engine.query.root.walk() if engine.query is not None else ():
+        st = getattr(node, "state", None)
+        if isinstance(st, AggState):
+            n += len(st.slot_of)
+        elif isinstance(st, TopKState):
+            n += len(st.entries)
+        elif isinstance(st, JoinState):
+            for side in (st.left, st.right):
+                n += len(side.kh) if isinstance(side, delta_side.DeltaSide) else len(side)
+    return int(n)

@@ -1,6 +1,6 @@
 """Registering and dropping a sketched query: checks, boundaries from the mirrors, the first
-capture (``sketches`` and ``sketch_state`` rows); the running job picks the change up at its
-next batch."""
+capture (a ``sketches`` row and a snapshot in ``state_snapshots``); the running job picks the
+change up at its next batch."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.registry import (Registration, append_registration, as_parts, compute_boundaries,
                                              read_registry)
-from streaming_app.sketches.snapshots import write_snapshots
-from streaming_app.sketches.tables import REGISTERED, SKETCHES, STATE, ensure_tables
+from streaming_app.sketches.snapshots import open_store, store_name, write_snapshot
+from streaming_app.sketches.tables import REGISTERED, SKETCHES, ensure_tables
 
 
 
@@ -21,7 +21,7 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
     """Store the query in ``registered_queries`` (one row per partitioned table of
     ``partitions`` = [(table, attribute, fragments), ...]) with boundaries from each mirror's
     current version; with ``capture`` also capture the initial sketch and state there
-    (``sketches`` and ``sketch_state`` rows). The running job picks the rows up at its next
+    (a ``sketches`` row and a snapshot). The running job picks the rows up at its next
     batch. A partition attribute the safety check cannot prove safe is refused
     (UnsafeSketchError)."""
     lake = sink.Lake(cfg.lake_root)
@@ -53,7 +53,7 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
         q.capture(spark, lake, cfg, versions)
         write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
-        write_snapshots(spark, lake, [q], batch_id=-1, app_id=None)
+        write_snapshot(open_store(spark, lake), q, batch_id=-1, app_id=None)
     return reg
 
 
@@ -67,7 +67,7 @@ def drop_query(spark, cfg, name: str) -> bool:
     lit = name.replace("'", "''")
     DeltaTable.forPath(spark, lake.output(REGISTERED)).delete(f"name = '{lit}'")
     DeltaTable.forPath(spark, lake.output(SKETCHES)).delete(f"query = '{lit}'")
-    DeltaTable.forPath(spark, lake.output(STATE)).delete(f"query = '{lit}'")
+    open_store(spark, lake).drop(store_name(name))
     return True
 
 

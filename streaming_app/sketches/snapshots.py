@@ -1,46 +1,60 @@
-"""``sketch_state``: engine snapshots of each query with the mirror versions they reflect.
+"""Each sketched query's engine snapshots in the one snapshot store (``state.snapshot_store``).
 
-The job writes one every ``[sketch] snapshot_every`` batches (and at a query's first capture);
-at start-up it restores the newest one whose versions the mirrors have reached and brings it
-forward from the change feed (``query_state.QueryState.bring_forward``). The bytes are
-``SketchMaintainer.snapshot()`` (``state/sketch_codec.py``).
+A query is the store's maintainer ``sketch.<query name>``; a snapshot row holds the
+``SketchMaintainer``'s bytes under ``sketch.maintainer.v1`` (``state.sketch_codec``, through
+``state.engines.SketchEngine``), the mirror versions its state reflects, and as its config the
+query's SQL and partitions (tables, attributes, fragment counts, boundaries): a query dropped
+and registered again differently never restores the old state. The job writes one every
+``[sketch] snapshot_every`` batches and at a query's first capture, idempotent on its batch;
+``sketch register`` and a lazy sketch's refresh write one outside the job (batch id -1). At
+start-up the newest snapshot consistent with the committed mirrors is restored
+(``state.recovery.restore_newest``) and brought forward from the change feed
+(``query_state.QueryState.bring_forward``); without a usable one the query is captured again.
+
+Lakes written before the store kept sketch snapshots in a table ``sketch_state``: it is not
+read any more (each of their queries is captured once from the mirrors, then snapshotted here)
+and not deleted.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-
-from connectors import delta_sink as sink
+from state.engines import SketchEngine
+from state.recovery import restore_newest
+from state.snapshot_store import Snapshot, SnapshotStore
+from streaming_app.sketches import delta_side
 from streaming_app.sketches.registry import Registration
-from streaming_app.sketches.tables import STATE
+from streaming_app.sketches.tables import bounds_to_json
 
 
-def write_snapshots(spark, lake, queries: list, batch_id: int, app_id: str | None) -> None:
-    if not queries:
-        return
-    now = sink.utcnow()
-    t = pa.table({
-        "query": [q.name for q in queries], "batch_id": pa.array([batch_id] * len(queries), pa.int64()),
-        "registered_at": pa.array([q.reg.registered_at for q in queries], pa.timestamp("us", tz="UTC")),
-        "versions": pa.array([list(q.versions.items()) for q in queries], pa.map_(pa.string(), pa.int64())),
-        "state": pa.array([q.engine.snapshot() for q in queries], pa.binary()),
-        "taken_at": pa.array([now] * len(queries), pa.timestamp("us", tz="UTC")),
-    })
-    if app_id is None:
-        spark.createDataFrame(t).write.format("delta").mode("append").save(lake.output(STATE))
-    else:
-        sink.append_small(spark, lake.output(STATE), t, app_id, batch_id)
+def store_name(query: str) -> str:
+    return f"sketch.{query}"
 
 
-def latest_snapshot(spark, lake, reg: Registration, max_versions: dict | None):
-    """Newest snapshot of this registration whose versions are all <= ``max_versions``."""
-    from pyspark.sql import functions as F
+def registration_config(reg: Registration) -> dict:
+    """What a snapshot's state depends on besides the mirror versions."""
+    import json
 
-    lit = reg.name.replace("'", "''")
-    rows = (spark.read.format("delta").load(lake.output(STATE)).where(f"query = '{lit}'")
-            .orderBy(F.col("taken_at").desc()).collect())
-    for r in rows:  # drop_query deletes a query's snapshots, so these belong to this registration
-        vs = dict(r["versions"] or {})
-        if max_versions is None or all(v <= max_versions.get(t, -1) for t, v in vs.items()):
-            return bytes(r["state"]), vs
-    return None
+    return {"sql": reg.sql, "parts": [[p.table, p.attribute, p.fragments,
+                                       json.loads(bounds_to_json(p.boundaries)) if p.boundaries else None]
+                                      for p in sorted(reg.parts, key=lambda p: p.table)]}
+
+
+def open_store(spark, lake) -> SnapshotStore:
+    store = SnapshotStore(lake.root, spark)
+    store.ensure()
+    return store
+
+
+def write_snapshot(store: SnapshotStore, q, batch_id: int, app_id: str | None) -> bool:
+    """One query's snapshot (``app_id`` None: outside the job, a plain append)."""
+    encoding, data = SketchEngine(q.engine).snapshot()
+    return store.write(store_name(q.name), app_id, batch_id, q.versions, encoding, data, registration_config(q.reg))
+
+
+def restore_latest(store: SnapshotStore, reg: Registration, committed: dict) -> tuple[SketchEngine, Snapshot | None,
+                                                                                       str | None]:
+    """The query's engine from its newest usable snapshot: (engine, snapshot, None), or
+    (engine, None, why not) with nothing restored."""
+    engine = SketchEngine(store_factory=delta_side.delta_side_factory(set()))
+    snap, why = restore_newest(store, store_name(reg.name), committed, registration_config(reg), engine)
+    return engine, snap, why

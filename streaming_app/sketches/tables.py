@@ -13,8 +13,9 @@
 * ``sketches`` - the current sketch per query and partitioned table: fragment ids, ranges,
   bitset, predicate, the batch and mirror version it reflects. Kept by MERGE on (query,
   table) (txn on the batch id).
-* ``sketch_state`` - engine snapshots (``SketchMaintainer.snapshot()`` bytes) with the mirror
-  versions they reflect, every ``snapshot_every`` batches (``snapshots.py``).
+
+Engine snapshots are not here: they live in the one snapshot store, ``state_snapshots``
+(``snapshots.py``). A lake written before that has a ``sketch_state`` table, no longer read.
 """
 
 from __future__ import annotations
@@ -33,14 +34,11 @@ DELTAS_DDL = ("query STRING, batch_id BIGINT, table_name STRING, fragment INT, c
 SKETCHES_DDL = ("query STRING, table_name STRING, attribute STRING, fragments ARRAY<INT>, ranges STRING, "
                 "bitset BINARY, n_fragments INT, predicate STRING, batch_id BIGINT, mirror_version BIGINT, "
                 "mirror_versions MAP<STRING, BIGINT>, updated_at TIMESTAMP")
-STATE_DDL = ("query STRING, batch_id BIGINT, registered_at TIMESTAMP, versions MAP<STRING, BIGINT>, "
-             "state BINARY, taken_at TIMESTAMP")
 
-REGISTERED, DELTAS, SKETCHES, STATE = "registered_queries", "sketch_deltas", "sketches", "sketch_state"
+REGISTERED, DELTAS, SKETCHES = "registered_queries", "sketch_deltas", "sketches"
 
 def ensure_tables(spark, lake: sink.Lake) -> None:
-    for name, ddl in ((REGISTERED, REGISTERED_DDL), (DELTAS, DELTAS_DDL), (SKETCHES, SKETCHES_DDL),
-                      (STATE, STATE_DDL)):
+    for name, ddl in ((REGISTERED, REGISTERED_DDL), (DELTAS, DELTAS_DDL), (SKETCHES, SKETCHES_DDL)):
         sink.ensure_table(spark, lake.output(name), ddl)
 
 

@@ -10,7 +10,8 @@ Kinds of kill point:
 * ``commit_log`` - after the batch record: ``batch_record:<b>@<ms>`` from inside, or SIGKILL of
   the process group from outside a random time after the batch's line is printed, so the kill
   lands in Spark's commit-log write or the next batch's offset-log write;
-* ``state_snapshot`` - inside the sketch_state snapshot append (delta-rs);
+* ``state_snapshot`` - inside the sketch maintainer's snapshot appends to ``state_snapshots``
+  (delta-rs, one per query);
 * ``batch0`` - any of the above on the first batch of a fresh lake;
 * ``register`` - `ivmstream sketch register` killed inside its registry append or capture
   writes, then run again.
@@ -54,7 +55,9 @@ NATURAL_KEYS = {
     # one change of one batch, so the batch and the payload belong to the key as well
     "quarantine": ["topic", "partition", "offset", "batch_id", "key", "value", "error_code"],
     "sketch_deltas": ["query", "batch_id", "table_name", "fragment", "change"],
-    "sketch_state": ["query", "batch_id"], "sketches": ["query", "table_name"],
+    # every maintainer's engine snapshots (sketch.<query>, triangles.g, view.reach): the job
+    # writes one per maintainer and batch; `sketch register` one at batch -1
+    "state_snapshots": ["maintainer", "batch_id"], "sketches": ["query", "table_name"],
     "registered_queries": ["name", "partition_table"],
     "triangle_counts": ["graph", "batch_id"], "reachability": ["view", "src", "dst"],
     "view_stats": ["view", "batch_id"],

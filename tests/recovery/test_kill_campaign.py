@@ -1,7 +1,8 @@
 """A handful of the kill campaign's points in the suite (the whole campaign is
 bench/kill_campaign.py): a kill inside a mirror MERGE on batch 0, inside a quarantine append,
-inside the sketch_state snapshot write, from outside right after a batch record (Spark's
-commit-log write), and a SIGTERM between batches; then the lake equals its oracles."""
+inside the sketch maintainer's snapshot writes (state_snapshots), from outside right after a
+batch record (Spark's commit-log write), and a SIGTERM between batches; then the lake equals
+its oracles."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Sketch maintenance across SIGKILL: the `ivmstream run` process is killed inside batches (in
-the sketch maintainer between its Delta writes, between mirror commits, after the batch
-record) and restarted; it restores the engine state from `sketch_state` snapshots and the
-change feed. At the end every sketch equals a fresh capture on the final mirrors and no
-`sketch_deltas` row is duplicated."""
+the sketch maintainer between its Delta writes and inside its snapshot writes, between mirror
+commits, after the batch record) and restarted; it restores each query's engine from its
+newest consistent snapshot in the one snapshot store (`state_snapshots`, maintainer
+`sketch.<query>`) and the change feed. At the end every sketch equals a fresh capture on the
+final mirrors, no `sketch_deltas` or snapshot row is duplicated, and the `batches` table's
+`operators` column carries the sketch maintainer's state size."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from tests.sketch_stream.test_sketch_e2e import (QUERIES, config_data, mirrors, 
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-KILLS = ["sketch.deltas:1", "sketch.merge:2", "mirror.lineitem:3", "maintain.sketches:4", "batch_record:5"]
+# sketch.state.begin:2@5: the restarted process's second batch (2) is a snapshot batch
+# ([sketch] snapshot_every = 2); the kill lands 5 ms into the per-query snapshot appends
+KILLS = ["sketch.deltas:1", "sketch.state.begin:2@5", "sketch.merge:2", "mirror.lineitem:3", "maintain.sketches:4",
+         "batch_record:5"]
 
 
 def _run(config_path, kill_at: str | None, timeout=400) -> str:
@@ -52,6 +57,8 @@ def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
     outputs.append(_run(path, None))
     # restarts restored state from a snapshot (or recaptured) and went on
     assert sum(o.count("sketches: ready in") for o in outputs) >= len(KILLS)
+    restored = [o.count("restored from snapshot of batch") for o in outputs[1:]]
+    assert sum(restored) >= len(KILLS), outputs[-1][-3000:]  # both queries, most restarts
 
     final = mirrors(spark, cfg)
     regs = {(r.name, r.partition_table): r
@@ -71,7 +78,14 @@ def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
 
     deltas = spark.read.format("delta").load(str(cfg.lake_root / "sketch_deltas"))
     assert deltas.count() == deltas.dropDuplicates(["query", "batch_id", "table_name", "fragment", "change"]).count()
-    snaps = spark.read.format("delta").load(str(cfg.lake_root / "sketch_state"))
-    assert snaps.count() == snaps.dropDuplicates(["query", "batch_id"]).count()
+    snaps = [r.asDict() for r in spark.read.format("delta").load(str(cfg.lake_root / "state_snapshots"))
+             .select("maintainer", "batch_id", "encoding").collect()]
+    for name in ("big_orders", "top_revenue"):
+        mine = [r["batch_id"] for r in snaps if r["maintainer"] == f"sketch.{name}"]
+        assert 1 <= len(mine) <= 3 and len(mine) == len(set(mine)), (name, mine)  # keep 2 (+1 between prunes)
+    assert {r["encoding"] for r in snaps} == {"sketch.maintainer.v1"}
+    assert not (cfg.lake_root / "sketch_state").exists()
     batches = spark.read.format("delta").load(str(cfg.lake_root / "batches"))
     assert batches.count() >= 6 and batches.count() == batches.dropDuplicates(["batch_id"]).count()
+    sizes = [op.state_size for r in batches.collect() for op in r.operators if op.name == "sketches"]
+    assert sizes and all(s is not None and s > 0 for s in sizes), sizes
