@@ -9,6 +9,10 @@ committed (``rebuild``), and the one line printed says why. After each batch tha
 the engine's tables (``Recovery.after_batch``), every ``every``-th one writes a snapshot
 (idempotent on the batch id, see ``state.snapshot_store``).
 
+``restore_newest`` is the first half of the start on its own (find, check, restore): the
+sketch maintainer uses it and brings each query forward with its own change-feed reads
+(selections pushed down, Delta-backed join inputs).
+
 ``MirrorCursor`` is one mirror and the version the engine's state reflects: whole-table
 reads (time travel) and signed changes between versions. On a local lake both go through
 delta-rs (no Spark job); elsewhere, or when delta-rs cannot read it, through Spark.

@@ -71,10 +71,16 @@ class SketchStreamMaintainer:
             engine, snap, why = restore_latest(self._store(spark, job.lake), reg, versions)
             if snap is not None:
                 q.restored(engine.maintainer, snap.versions)
-                _, rows = q.bring_forward(spark, job.lake, self.cfg, versions)
-                print(f"[{job.cfg.name}] {store_name(reg.name)}: restored from snapshot of batch {snap.batch_id} "
-                      f"in {(time.perf_counter() - t0) * 1000:.0f} ms, caught up {rows:,} changes", flush=True)
-                return q
+                try:
+                    _, rows = q.bring_forward(spark, job.lake, self.cfg, versions)
+                except Exception as e:  # noqa: BLE001 - e.g. the change feed was vacuumed: a capture is exact
+                    why = f"the change feed since the snapshot of batch {snap.batch_id} is not readable: " + \
+                          (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                    q = QueryState(reg, probe_cache=self.probe_cache)
+                else:
+                    print(f"[{job.cfg.name}] {store_name(reg.name)}: restored from snapshot of batch {snap.batch_id} "
+                          f"in {(time.perf_counter() - t0) * 1000:.0f} ms, caught up {rows:,} changes", flush=True)
+                    return q
         if q.capture(spark, job.lake, self.cfg, versions, tables_cache):
             print(f"[{job.cfg.name}] {store_name(reg.name)}: captured from the mirrors in "
                   f"{(time.perf_counter() - t0) * 1000:.0f} ms ({why})", flush=True)

@@ -200,7 +200,7 @@ def test_pickles_under_its_encoding_and_rebinds(backend):
     h = Harness(backend)
     h.add([(1, "a"), (2, "b"), (2, "c")], [1, 1, 1])
     before = h.answer([2, 1])
-    h.store = pickle.loads(pickle.dumps(h.store))  # what a sketch_state snapshot does
+    h.store = pickle.loads(pickle.dumps(h.store))  # what a sketch snapshot does
     h.backend.sync(h.store, h.live)  # bind again after restore
     assert h.answer([2, 1]) == before
     h.add([(2, "b")], [-1])
