@@ -21,6 +21,10 @@ SPARK_JARS_DIR = Path(os.environ.get("IVMSTREAM_SPARK_JARS", REPO_ROOT / "jvm" /
 KAFKA_LIBS_DIR = Path(os.environ.get("IVMSTREAM_KAFKA_LIBS", REPO_ROOT / "jvm" / "kafka" / "libs"))
 CONNECT_LIBS_DIR = Path(os.environ.get("IVMSTREAM_CONNECT_LIBS", REPO_ROOT / "jvm" / "connect" / "libs"))
 
+# The driver JVM's class-data-sharing archive, written by `make setup` (streaming_app.jvm_archive).
+ARCHIVE = Path(os.environ.get("IVMSTREAM_JVM_ARCHIVE", REPO_ROOT / "jvm" / "cds" / "spark.jsa"))
+CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"  # an unusable archive is skipped silently
+
 _ARTIFACT = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
 
 
@@ -76,3 +80,10 @@ def connect_classpath() -> str:
             "(resolves jvm/connect/pom.xml from Maven Central once)"
         )
     return str(CONNECT_LIBS_DIR / "*")
+
+
+def archive_options() -> str:
+    """Driver JVM options that map the class archive, or '' when there is none."""
+    if os.environ.get("IVMSTREAM_JVM_ARCHIVE_OFF") or not ARCHIVE.is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={ARCHIVE} {CDS_QUIET}"

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from streaming_app.config import SparkConfig
-from streaming_app.jars import spark_jars
+from streaming_app.jars import archive_options, spark_jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -47,6 +47,9 @@ class SessionOptions:
 # `run`/`demo` keeps Spark's own defaults.
 QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 _verbose = False
+# Options for the driver JVM we launch in place of the class archive's (streaming_app.jvm_archive
+# sets -XX:ArchiveClassesAtExit here while it writes the archive).
+EXTRA_DRIVER_OPTIONS: str | None = None
 
 
 def set_verbose(on: bool) -> None:
@@ -123,6 +126,8 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
     if not submitted:
         quiet = not _verbose and os.path.exists(QUIET_LOG4J)  # absent from an install without package data
         driver_opts = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}" if quiet else JVM_OPTIONS
+        extra = EXTRA_DRIVER_OPTIONS if EXTRA_DRIVER_OPTIONS is not None else archive_options()
+        driver_opts = f"{driver_opts} {extra}".strip()
         b = (b.master(spark_cfg.master)
              .config("spark.jars", ",".join(str(p) for p in spark_jars()))
              .config("spark.driver.memory", spark_cfg.driver_memory)
