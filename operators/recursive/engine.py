@@ -71,13 +71,14 @@ def partitioner(nodes):
 class _Node:
     __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group")
 
-    def __init__(self, prov: Provenance, spec: Spec) -> None:
+    def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False) -> None:
         self.fix = ProvTable(prov)
         self.r_by_key: dict = defaultdict(set)
         self.s = ProvTable(prov)
         self.s_by_j: dict = defaultdict(set)
         self.s_by_o: dict = defaultdict(set)  # out vertex -> edges (re-derivation of a ShipSel group)
-        self.agg = AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks) if spec.group else None
+        self.agg = (AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks, lazy=lazy_sel)
+                    if spec.group else None)
         self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
 
 
@@ -113,12 +114,15 @@ class Engine:
         self.before: dict = {}
         self.lazy_sel = ship == "lazy" and spec.group is not None and spec.one_derivation
         self._outboxes: dict = {}  # (src, dst) -> channel with ShipSel tuples queued this round
+        self._dead_recent: set = set()  # lazy_sel: variables killed since the last sweep
+        self._stale = 0  # lazy_sel: rows and channel bests removed since the last sweep
+        self._stale_ratio = 4.0  # lazy_sel: dead lazy entries per such removal (learnt at each sweep)
 
     # -- helpers -------------------------------------------------------------------------------
     def node(self, n) -> _Node:
         nd = self.nodes.get(n)
         if nd is None:
-            nd = self.nodes[n] = _Node(self.prov, self.spec)
+            nd = self.nodes[n] = _Node(self.prov, self.spec, self.lazy_sel)
         return nd
 
     def channel(self, src, dst) -> _Channel:
@@ -167,7 +171,7 @@ class Engine:
         nd = self.node(n)
         spec = self.spec
         if nd.agg is not None and not promoted:
-            beaten = nd.agg.insert(r, pv)
+            beaten = nd.agg.insert(r, pv, self._dead_recent)
             if beaten is None:
                 self.stats["pruned"] += 1
                 return False
@@ -352,6 +356,9 @@ class Engine:
         spec = self.spec
         self.stats["deleted_vars"] += len(dead)
         self.stats["deletion_broadcasts"] += len(dead) * max(len(self.nodes) - 1, 0)
+        if self.lazy_sel:
+            self._kill_sel(dead)
+            return
         self.stats["deletion_messages"] += self._path_messages(dead)
         promos = []
         for n, nd in self.nodes.items():
@@ -370,13 +377,7 @@ class Engine:
                 nd.s_by_o[spec.o(e)].discard(e)
             if nd.agg is not None:
                 promos.extend((n, r, pv) for r, pv in nd.agg.kill(dead))
-        lost = []
         for (src, dst), ch in self.channels.items():
-            if ch.sel is not None:
-                gs = ch.sel.kill(dead)
-                if gs:
-                    lost.append((src, dst, ch, gs))
-                continue
             cpromos = ch.agg.kill(dead) if ch.agg is not None else []
             _, removed = ch.sent.kill(dead)
             ch.buf.kill(dead)
@@ -391,21 +392,82 @@ class Engine:
                 if ch.sent.get(t) is None:
                     ch.sent.put(t, pv)
                     self._emit(src, dst, "rins", t, pv)
-        if not self.lazy_sel:
-            for n, r, pv in promos:
-                self.stats["promotions"] += 1
-                self._fix_insert(n, r, pv, promoted=True)
-            return
-        # ShipSel channels re-derive a lost group from the sender's join state, so the sender's
-        # own promotions go into its Fixpoint first (else the first promoted candidate to probe
-        # would be shipped, then beaten by the re-derivation and shipped again).
+        for n, r, pv in promos:
+            self.stats["promotions"] += 1
+            self._fix_insert(n, r, pv, promoted=True)
+
+    def _kill_sel(self, dead: set[str]) -> None:
+        """Deletion in a lazy one-derivation AggSel view: only the Fixpoint and edge indexes are visited.
+
+        Removed rows give the groups whose AggSel promotes (alternatives are restricted lazily,
+        aggsel.py); channels index their bests only (shipsel.py). The variables are broadcast
+        (every node needs them to skip dead alternatives), so ``deletion_messages`` counts the
+        broadcast.
+        """
+        spec = self.spec
+        self.stats["deletion_messages"] += len(dead) * max(len(self.nodes) - 1, 0)
+        self._dead_recent |= dead
+        promos, lost = [], {}
+        for n, nd in self.nodes.items():
+            _, rows = nd.fix.kill(dead)
+            _, edges = nd.s.kill(dead)
+            groups = set()
+            for r in rows:
+                g = spec.gkey(r)
+                if g not in self.before:  # fix_group still lists every pre-kill tuple of g here
+                    self.before[g] = self.current(g)
+                nd.r_by_key[r[0]].discard(r)
+                self._drop_group(nd, g, r)
+                groups.add(g)
+            self.stats["removed"] += len(rows)
+            for e in edges:
+                nd.s_by_j[spec.j(e)].discard(e)
+                nd.s_by_o[spec.o(e)].discard(e)
+            promos.extend((n, r, pv) for r, pv in nd.agg.promote(groups, self._dead_recent))
+            self._stale += len(rows)
+        for key, ch in self.channels.items():
+            gs = ch.sel.kill(dead)
+            if gs:
+                lost[key] = (ch, gs)
+                self._stale += len(gs)
+        # A lost channel group is re-derived from the sender's join state, so the sender's own
+        # promotions go into its Fixpoint first (else the first promoted candidate to probe would
+        # be shipped, then beaten by the re-derivation and shipped again).
         self.stats["promotions"] += len(promos)
         applied = [(n, r, pv) for n, r, pv in promos if self._fix_insert(n, r, pv, promoted=True, probe=False)]
-        for src, dst, ch, gs in lost:
+        for (src, dst), (ch, gs) in lost.items():
             for g in gs:
                 self._rederive(src, dst, ch, g)
         for n, r, pv in applied:
             self._probe(n, self.nodes[n], r, pv)
+        if 2 * self._stale * self._stale_ratio >= self._lazy_entries():
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Lazy_sel: drop the alternatives and shipped records that hold a dead variable.
+
+        A sweep is a pass over both tables. It comes when the dead entries left behind are
+        estimated at half the live ones: the estimate counts the rows and channel bests deletions
+        removed, scaled by the dead entries per removal the last sweep found. So a sweep's cost
+        per deletion stays about the number of entries a deletion kills, and the tables hold at
+        most about a third of dead entries.
+        """
+        dead, self._dead_recent = self._dead_recent, set()
+        if not dead:
+            return
+        before = self._lazy_entries()
+        for nd in self.nodes.values():
+            nd.agg.sweep(dead)
+        for ch in self.channels.values():
+            ch.sel.sweep(dead)
+        if self._stale:
+            self._stale_ratio = max((before - self._lazy_entries()) / self._stale, 1.0)
+        self._stale = 0
+        self.stats["sweeps"] += 1
+
+    def _lazy_entries(self) -> int:
+        return (sum(len(nd.agg.h) for nd in self.nodes.values())
+                + sum(len(ch.sel.shipped) for ch in self.channels.values()))
 
     def _rederive(self, src, dst, ch: _Channel, g) -> None:
         """Offer a ShipSel group's candidates at the sender again: edges into g's source ⋈ Fixpoint rows."""

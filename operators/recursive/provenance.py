@@ -351,14 +351,19 @@ def _sort_cubes(cubes, order) -> list[frozenset[str]]:
 
 
 class ProvTable:
-    """key -> non-false formula, with an inverted index variable -> keys for deletions."""
+    """key -> non-false formula, with an inverted index variable -> keys for deletions.
 
-    __slots__ = ("prov", "f", "by_var")
+    ``indexed=False``: no index and no ``kill``; the owner restricts lazily (cubes only): an entry
+    may hold a dead variable until ``sweep`` drops it, and lookups must check liveness.
+    """
 
-    def __init__(self, prov: Provenance) -> None:
+    __slots__ = ("prov", "f", "by_var", "indexed")
+
+    def __init__(self, prov: Provenance, indexed: bool = True) -> None:
         self.prov = prov
         self.f: dict[Hashable, object] = {}
         self.by_var: dict[str, set] = defaultdict(set)
+        self.indexed = indexed
 
     def __contains__(self, key) -> bool:
         return key in self.f
@@ -376,6 +381,8 @@ class ProvTable:
         return self.f.keys()
 
     def _index(self, key, pv) -> None:
+        if not self.indexed:
+            return
         for v in self.prov.support(pv):
             self.by_var[v].add(key)
 
@@ -406,6 +413,8 @@ class ProvTable:
 
     def kill(self, dead: set[str]) -> tuple[list, list]:
         """Restrict dead variables to false. Returns (changed keys still live, removed keys)."""
+        if not self.indexed:
+            raise InvariantError("ProvTable.kill on a table without an index (use sweep)")
         keys = set()
         for v in dead:
             ks = self.by_var.pop(v, None)
@@ -436,6 +445,14 @@ class ProvTable:
                 self.f[k] = new
                 changed.append(k)
         return changed, removed
+
+    def sweep(self, dead) -> list:
+        """Drop every cube entry that mentions a dead variable; returns the dropped keys."""
+        gone = [k for k, pv in self.f.items() if not pv.isdisjoint(dead)]
+        for k in gone:
+            del self.f[k]
+        self.prov.restricted += len(self.f) + len(gone)
+        return gone
 
     # -- snapshot ----------------------------------------------------------------------------
     def dump(self) -> list:

@@ -6,12 +6,17 @@ else is pruned and forgotten. Shipping happens at the end of the round (``take``
 put on the wire in round r is delivered in round r+1 whenever in round r it was emitted, so a
 group improved twice in a round ships once. A tuple already shipped and still live is not
 shipped again (the receiver's AggSel keeps it).
-State kept: ``shipped`` = the live tuples shipped on this channel (what the receiver's AggSel
-holds from this sender), ``best``/``best_rank`` = (group, aggregate) -> that tuple, ``outbox``.
-Deletions: dead variables are restricted in ``shipped``; a group whose best died is returned to
-the engine, which re-derives the group's candidates from the sender's join state (edges into the
-group's source ⋈ the Fixpoint's current rows) once the sender's own promotions are in, and
-offers them again. That replaces Alg. 4's H (every derivation that ever crossed the channel):
+State kept: ``shipped`` = the tuples shipped on this channel with their cubes (what the
+receiver's AggSel holds from this sender), ``best``/``best_rank``/``best_pv`` = (group,
+aggregate) -> that tuple, its rank and cube, ``outbox``.
+Deletions: only the bests are indexed by variable (``by_var``, kept exact); the groups
+whose best died are returned to the engine, which re-derives them from the sender's join state
+(edges into the group's source ⋈ the Fixpoint's current rows) once the sender's own promotions
+are in. (A best is usually the join of a current Fixpoint row, but not always: when the better
+row's join is not a simple path the old best stays, so its death is found here, not through the
+Fixpoint's removals.) ``shipped`` is restricted lazily: an entry with a dead variable never
+equals a live cube (variables are fresh per insertion), and ``sweep`` drops such entries now
+and then. That replaces Alg. 4's H (every derivation that ever crossed the channel):
 on transit-stub 400 it was ~22k entries, nearly all of them re-visited by deletions only to be
 dropped, while the next best is one join probe away at the sender.
 """
@@ -26,12 +31,14 @@ from operators.recursive.provenance import Provenance, ProvTable
 class ShipSel:
     """One channel's lazy MinShip + AggSel state (see the module docstring)."""
 
-    __slots__ = ("shipped", "best", "best_rank", "outbox", "group", "ranks")
+    __slots__ = ("shipped", "best", "best_rank", "best_pv", "by_var", "outbox", "group", "ranks")
 
     def __init__(self, prov: Provenance, group: Callable, ranks: tuple) -> None:
-        self.shipped = ProvTable(prov)
+        self.shipped = ProvTable(prov, indexed=False)
         self.best: dict = {}  # (group, aggregate index) -> tuple
         self.best_rank: dict = {}  # (group, aggregate index) -> rank of that tuple
+        self.best_pv: dict = {}  # (group, aggregate index) -> cube of that tuple
+        self.by_var: dict = {}  # variable -> {(group, aggregate index)} whose best held it (maybe stale)
         self.outbox: dict = {}  # tuple -> provenance, shipped at the end of the round if still best
         self.group = group
         self.ranks = tuple(ranks)
@@ -48,14 +55,17 @@ class ShipSel:
             k = (g, i)
             b = best.get(k)
             if b is None:
-                best[k], best_rank[k] = t, rank(t)
+                best[k], best_rank[k], self.best_pv[k] = t, rank(t), pv
+                self._index(k, pv)
                 passed = True
             elif b is not t and b != t:
                 rt = rank(t)
                 if rt < best_rank[k]:
-                    best[k], best_rank[k] = t, rt
+                    self._unindex(k, self.best_pv[k])
+                    best[k], best_rank[k], self.best_pv[k] = t, rt, pv
+                    self._index(k, pv)
                     passed = True
-        if passed and t not in self.shipped:
+        if passed and self.shipped.f.get(t) != pv:  # equal cube: the receiver holds it, live
             self.outbox[t] = pv
         return passed
 
@@ -71,34 +81,54 @@ class ShipSel:
         self.outbox = {}
         return out
 
-    def kill(self, dead: set) -> set:
-        """Restrict dead variables; returns the groups that lost a best (to re-derive)."""
-        _, removed = self.shipped.kill(dead)
-        if self.outbox:  # queued, not shipped yet (kill runs between rounds: normally empty)
-            prov = self.shipped.prov
-            gone = [t for t, pv in self.outbox.items() if prov.kill(pv, dead) == prov.false]
-            for t in gone:
-                del self.outbox[t]
-            removed = list(removed) + gone
+    def _index(self, k, pv) -> None:
+        by_var = self.by_var
+        for v in pv:
+            ks = by_var.get(v)
+            if ks is None:
+                by_var[v] = {k}
+            else:
+                ks.add(k)
+
+    def _unindex(self, k, pv) -> None:
+        by_var = self.by_var
+        for v in pv:
+            ks = by_var.get(v)
+            if ks is not None:
+                ks.discard(k)
+                if not ks:
+                    del by_var[v]
+
+    def kill(self, dead) -> set:
+        """Forget the bests that hold a dead variable; returns their groups (to re-derive)."""
         lost = set()
-        best, best_rank = self.best, self.best_rank
-        for t in removed:
-            g = self.group(t)
-            for i in range(len(self.ranks)):
-                if best.get((g, i)) == t:
-                    del best[(g, i)]
-                    del best_rank[(g, i)]
-                    lost.add(g)
+        best_pv = self.best_pv
+        for v in dead:
+            for k in self.by_var.pop(v, ()):
+                pv = best_pv.get(k)
+                if pv is not None:
+                    self._unindex(k, pv)
+                    self.shipped.f.pop(self.best.pop(k), None)
+                    del self.best_rank[k], best_pv[k]
+                    lost.add(k[0])
         return lost
+
+    def sweep(self, dead) -> None:
+        """Drop shipped records holding a dead variable (the index holds current bests only)."""
+        self.shipped.sweep(dead)
 
     def rebuild(self) -> None:
         """Best per group = the best live shipped tuple (true at quiescence); after a restore."""
         self.best.clear()
         self.best_rank.clear()
-        for t in self.shipped.keys():
+        self.best_pv.clear()
+        self.by_var = {}
+        for t, pv in self.shipped.items():
             g = self.group(t)
             for i, rank in enumerate(self.ranks):
                 rt = rank(t)
                 k = (g, i)
                 if k not in self.best or rt < self.best_rank[k]:
-                    self.best[k], self.best_rank[k] = t, rt
+                    self.best[k], self.best_rank[k], self.best_pv[k] = t, rt, pv
+        for k, pv in self.best_pv.items():
+            self._index(k, pv)

@@ -184,6 +184,8 @@ class ProvImpl:
 
     def dump(self) -> dict:
         eng = self.engine
+        if eng.lazy_sel:
+            eng.sweep()  # lazily restricted tables: dump live entries only
         return {
             "stats": dict(eng.stats),
             "nodes": [[n, nd.fix.dump(), nd.s.dump(), nd.agg.h.dump() if nd.agg else None]
