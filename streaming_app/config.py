@@ -302,7 +302,7 @@ class SketchConfig:
 class SketchSettings:
     """``[sketch]``: how the job maintains registered queries (issue 4)."""
 
-    snapshot_every: int = 3  # batches between engine snapshots into sketch_state
+    snapshot_every: int = 3  # batches between engine snapshots of each query (into state_snapshots)
     # join inputs over a table with at least this many rows at capture stay in the Delta
     # mirror and are probed with Spark (time travel) instead of held in driver memory
     spark_join_rows: int = 1_000_000
