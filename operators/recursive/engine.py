@@ -440,17 +440,18 @@ class Engine:
                 self._rederive(src, dst, ch, g)
         for n, r, pv in applied:
             self._probe(n, self.nodes[n], r, pv)
-        if 2 * self._stale * self._stale_ratio >= self._lazy_entries():
+        if self._stale * self._stale_ratio >= self._lazy_entries():
             self.sweep()
 
     def sweep(self) -> None:
         """Lazy_sel: drop the alternatives and shipped records that hold a dead variable.
 
         A sweep is a pass over both tables. It comes when the dead entries left behind are
-        estimated at half the live ones: the estimate counts the rows and channel bests deletions
-        removed, scaled by the dead entries per removal the last sweep found. So a sweep's cost
-        per deletion stays about the number of entries a deletion kills, and the tables hold at
-        most about a third of dead entries.
+        estimated at the number of live ones: the estimate counts the rows and channel bests
+        deletions removed, scaled by the dead entries per removal the last sweep found. So a
+        sweep's cost per deletion stays about the number of entries a deletion kills (a
+        disjointness test each, cheaper than index upkeep), and the tables are at most about
+        half dead entries.
         """
         dead, self._dead_recent = self._dead_recent, set()
         if not dead:

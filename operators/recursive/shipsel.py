@@ -9,7 +9,8 @@ shipped again (the receiver's AggSel keeps it).
 State kept: ``shipped`` = the tuples shipped on this channel with their cubes (what the
 receiver's AggSel holds from this sender), ``best``/``best_rank``/``best_pv`` = (group,
 aggregate) -> that tuple, its rank and cube, ``outbox``.
-Deletions: only the bests are indexed by variable (``by_var``, kept exact); the groups
+Deletions: only the bests are indexed by variable (``by_var``; a beaten best's keys stay, are
+skipped, and the index is rebuilt when half of it is stale); the groups
 whose best died are returned to the engine, which re-derives them from the sender's join state
 (edges into the group's source ⋈ the Fixpoint's current rows) once the sender's own promotions
 are in. (A best is usually the join of a current Fixpoint row, but not always: when the better
@@ -31,14 +32,17 @@ from operators.recursive.provenance import Provenance, ProvTable
 class ShipSel:
     """One channel's lazy MinShip + AggSel state (see the module docstring)."""
 
-    __slots__ = ("shipped", "best", "best_rank", "best_pv", "by_var", "outbox", "group", "ranks")
+    __slots__ = ("shipped", "best", "best_rank", "best_pv", "by_var", "stale", "indexed", "outbox", "group",
+                 "ranks")
 
     def __init__(self, prov: Provenance, group: Callable, ranks: tuple) -> None:
         self.shipped = ProvTable(prov, indexed=False)
         self.best: dict = {}  # (group, aggregate index) -> tuple
         self.best_rank: dict = {}  # (group, aggregate index) -> rank of that tuple
         self.best_pv: dict = {}  # (group, aggregate index) -> cube of that tuple
-        self.by_var: dict = {}  # variable -> {(group, aggregate index)} whose best held it (maybe stale)
+        self.by_var: dict = {}  # variable -> {(group, aggregate index)} whose best holds (or held) it
+        self.stale = 0  # keys in by_var left by beaten bests
+        self.indexed = 0  # keys in by_var
         self.outbox: dict = {}  # tuple -> provenance, shipped at the end of the round if still best
         self.group = group
         self.ranks = tuple(ranks)
@@ -61,7 +65,7 @@ class ShipSel:
             elif b is not t and b != t:
                 rt = rank(t)
                 if rt < best_rank[k]:
-                    self._unindex(k, self.best_pv[k])
+                    self.stale += len(self.best_pv[k])
                     best[k], best_rank[k], self.best_pv[k] = t, rt, pv
                     self._index(k, pv)
                     passed = True
@@ -82,6 +86,9 @@ class ShipSel:
         return out
 
     def _index(self, k, pv) -> None:
+        if self.stale > 64 and 2 * self.stale > self.indexed:  # amortised: rebuilt when half stale
+            self._reindex()
+        self.indexed += len(pv)
         by_var = self.by_var
         for v in pv:
             ks = by_var.get(v)
@@ -90,31 +97,31 @@ class ShipSel:
             else:
                 ks.add(k)
 
-    def _unindex(self, k, pv) -> None:
-        by_var = self.by_var
-        for v in pv:
-            ks = by_var.get(v)
-            if ks is not None:
-                ks.discard(k)
-                if not ks:
-                    del by_var[v]
+    def _reindex(self) -> None:
+        self.by_var, self.stale, self.indexed = {}, 0, 0
+        for k, pv in self.best_pv.items():
+            self._index(k, pv)
 
     def kill(self, dead) -> set:
         """Forget the bests that hold a dead variable; returns their groups (to re-derive)."""
         lost = set()
         best_pv = self.best_pv
         for v in dead:
-            for k in self.by_var.pop(v, ()):
+            ks = self.by_var.pop(v, ())
+            self.indexed -= len(ks)
+            for k in ks:
                 pv = best_pv.get(k)
-                if pv is not None:
-                    self._unindex(k, pv)
+                if pv is not None and v in pv:  # else a stale key: that best was beaten
                     self.shipped.f.pop(self.best.pop(k), None)
                     del self.best_rank[k], best_pv[k]
+                    self.stale += len(pv) - 1  # its other keys
                     lost.add(k[0])
+                else:
+                    self.stale -= 1
         return lost
 
     def sweep(self, dead) -> None:
-        """Drop shipped records holding a dead variable (the index holds current bests only)."""
+        """Drop shipped records holding a dead variable."""
         self.shipped.sweep(dead)
 
     def rebuild(self) -> None:
@@ -122,7 +129,7 @@ class ShipSel:
         self.best.clear()
         self.best_rank.clear()
         self.best_pv.clear()
-        self.by_var = {}
+        self.by_var, self.stale, self.indexed = {}, 0, 0
         for t, pv in self.shipped.items():
             g = self.group(t)
             for i, rank in enumerate(self.ranks):
