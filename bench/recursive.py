@@ -108,7 +108,8 @@ def run_one(view, method, nodes, load, stream, n_batches, conn) -> None:
         "shipped_per_batch": per("tuples_shipped"), "prov_bytes_per_batch": per("prov_bytes_shipped"),
         "delmsg_per_batch": per("deletion_messages"), "load_shipped": s0.get("tuples_shipped", 0),
         "restricted_per_batch": per("restricted_entries"), "overdeleted_per_batch": per("overdeleted"),
-        "derivations_per_batch": per("derivations"),
+        "derivations_per_batch": per("derivations"), "unused_per_batch": per("arrivals_unused"),
+        "sweeps": s1.get("sweeps", 0),
         "state_entries": s1["state_entries"], "bdd_nodes": s1.get("bdd_nodes", 0),
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }, sorted(map(repr, v.rows().items() if isinstance(v.rows(), dict) else v.rows()))))
@@ -264,7 +265,9 @@ def write_md(results, args, path) -> None:
                              f"a deletion visits {a.get('restricted_per_batch', 0):.0f} table entries in lazy "
                              f"(state {a['state_entries']}) and over-deletes {d.get('overdeleted_per_batch', 0):.0f} "
                              f"rows in DRed (state {d['state_entries']}); derivations "
-                             f"{a.get('derivations_per_batch', 0):.0f} vs {d.get('derivations_per_batch', 0):.0f}.")
+                             f"{a.get('derivations_per_batch', 0):.0f} vs {d.get('derivations_per_batch', 0):.0f}; "
+                             f"{a.get('unused_per_batch', 0):.0f} of lazy's shipped tuples per deletion changed "
+                             f"nothing at the receiver (it held a better path from another sender).")
     for name in ("ts800", "sc100"):
         r = by.get((name, "reachable", "lazy"))
         if r:

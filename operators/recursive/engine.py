@@ -154,7 +154,7 @@ class Engine:
             self.before[g] = self.current(g)
 
     def _emit(self, src, dst, kind, item, pv) -> None:
-        self.queue.append((dst, kind, item, pv))
+        self.queue.append((dst, kind, item, pv, src != dst))
         if src != dst:
             self.stats["tuples_shipped"] += 1
             self.stats["prov_bytes_shipped"] += self.prov.nbytes(pv)
@@ -527,9 +527,12 @@ class Engine:
                 if self.max_rounds is not None and self.stats["rounds"] > self.max_rounds:
                     raise InvariantError(f"recursive view {self.spec.name}: no fixpoint after "
                                          f"{self.max_rounds} rounds ({self.stats['derivations']} derivations)")
-                for dst, kind, item, pv in batch:
+                for dst, kind, item, pv, remote in batch:
                     if kind == "rins":
-                        self._fix_insert(dst, item, pv)
+                        if not self._fix_insert(dst, item, pv) and remote:
+                            # the receiver had it or better (AggSel: from another sender): the
+                            # measure of what senders ship without knowing the receiver's state
+                            self.stats["arrivals_unused"] += 1
                     else:
                         self._edge_insert(dst, item, pv)
                 self._ship_outboxes()
