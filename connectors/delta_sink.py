@@ -78,7 +78,7 @@ def exists(spark, path: str) -> bool:
 
 
 def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
-                 partition_by: Iterable[str] = ()) -> None:
+                 partition_by: Iterable[str] = (), properties: dict[str, str] | None = None) -> None:
     """Create the Delta table at ``path`` with the DDL column list unless it exists.
 
     On a local lake delta-rs writes the first commit (milliseconds; Spark's CREATE TABLE took
@@ -98,9 +98,11 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
             import deltalake
 
             deltalake.DeltaTable.create(str(path), schema, mode="ignore", partition_by=parts or None,
-                                        configuration={"delta.enableChangeDataFeed": "true" if cdf else "false"})
+                                        configuration={"delta.enableChangeDataFeed": "true" if cdf else "false",
+                                                       **(properties or {})})
             return
-    props = "'delta.enableChangeDataFeed' = 'true'" if cdf else "'delta.enableChangeDataFeed' = 'false'"
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in
+                      {"delta.enableChangeDataFeed": "true" if cdf else "false", **(properties or {})}.items())
     part = f" PARTITIONED BY ({', '.join(parts)})" if parts else ""
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({ddl}) USING DELTA{part} "
               f"TBLPROPERTIES ({props})")
@@ -122,9 +124,26 @@ def ensure_columns(spark, path: str, columns: dict[str, str]) -> list[str]:
     return missing
 
 
+# Files of about this size in the mirrors that delta-rs rewrites: a MERGE rewrites every file
+# holding a changed key, and left to itself it writes one file per MERGE (a 6M-row mirror became
+# one file, so every later batch, even of 11 keys, copied all 6M rows on one core). Files of a
+# few MB keep the key ranges apart (an 11-key batch copied 0.9M of 6M rows) and the scan parallel.
+MIRROR_FILE_BYTES = 4 * 2**20
+# A batch with at most this many distinct leading-key values names them in the MERGE condition,
+# so delta-rs skips the files whose key statistics exclude them (a longer list cost more than
+# it saved: 20,000 keys touch every file of a 6M-row mirror anyway).
+KEY_LIST_MAX = 1000
+
+
 def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
     path = lake.mirror(table.name)
-    ensure_table(spark, path, table_ddl(table), cdf=True)
+    ensure_table(spark, path, table_ddl(table), cdf=True, properties={"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
+    if _local(path):
+        import deltalake
+
+        dt_ = deltalake.DeltaTable(path)
+        if "delta.targetFileSize" not in dt_.metadata().configuration:  # also a mirror made before it was set
+            dt_.alter.set_table_properties({"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
     return path
 
 
@@ -215,6 +234,8 @@ def _merge_mirror_rs(path: str, table: TableConfig, changes: pa.Table, app_id: s
         return  # a replayed batch whose MERGE committed before the crash
     # Double quotes: DataFusion folds unquoted names to lower case.
     cond = " AND ".join(f't."{k}" = s."{k}"' for k in table.primary_key)
+    if not truncate:  # a truncate's MERGE must see every target row
+        cond += _key_list(table, changes)
     values = {f'"{c}"': f's."{c}"' for c in table.column_names}
     m = (dt_.merge(changes, cond, source_alias="s", target_alias="t", commit_properties=CommitProperties(
             app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
@@ -224,6 +245,21 @@ def _merge_mirror_rs(path: str, table: TableConfig, changes: pa.Table, app_id: s
     if truncate:
         m = m.when_not_matched_by_source_delete()
     m.execute()
+
+
+def _key_list(table: TableConfig, changes: pa.Table) -> str:
+    """`` AND t."k" IN (...)`` over the batch's values of the leading key column when it is an
+    integer column and they are few: implied by the key equality (a target row that matches a
+    source row has one of these values), it lets delta-rs prune files by their statistics."""
+    import pyarrow.compute as pc
+
+    k = table.primary_key[0]
+    if table.type_of(k) not in ("int", "long"):
+        return ""
+    values = pc.unique(changes.column(k)).to_pylist()
+    if not values or len(values) > KEY_LIST_MAX:
+        return ""
+    return f' AND t."{k}" IN ({", ".join(str(int(v)) for v in sorted(values))})'
 
 
 def _spark_schema(schema: pa.Schema):
