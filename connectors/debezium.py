@@ -36,6 +36,7 @@ delete's before image has every field, nulls outside the key: not a drop.)
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from dataclasses import dataclass, field
@@ -478,7 +479,21 @@ def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
 
     ``headers``: a list of (name, bytes) pairs, or of {"key", "value"} structs as Spark's Kafka
     source gives them with ``includeHeaders``; only ``__debezium.oldkey`` is read.
+
+    Python's cycle collector is paused meanwhile: decoding allocates millions of dicts and
+    tuples and frees no cycles, yet the collector kept scanning them (20-30% of the time at
+    100,000 records: 17-19 against 13.7 us a record).
     """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode_batch(cfg, records)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     out = DecodedBatch(events={t.name: [] for t in cfg.tables}, rejected=[])
     recs = list(records)
     try:
