@@ -127,6 +127,7 @@ class AggSel:
             if not lost:
                 continue
             ms = self.members.get(g)
+            self.h.prov.restricted += len(ms or ())  # entries a deletion visits (stats)
             live = []
             for t in ms or ():
                 if h[t].isdisjoint(dead):

@@ -109,6 +109,7 @@ class ShipSel:
         for v in dead:
             ks = self.by_var.pop(v, ())
             self.indexed -= len(ks)
+            self.shipped.prov.restricted += len(ks)  # entries a deletion visits (stats)
             for k in ks:
                 pv = best_pv.get(k)
                 if pv is not None and v in pv:  # else a stale key: that best was beaten
