@@ -14,7 +14,10 @@ shipped formula dies; ``eager``: flushed every round, the paper's timer) or ship
 (``plain`` = no MinShip). Optional AggSel in front of every Fixpoint and in every channel.
 
 State kept per node: ``fix`` (ProvTable), ``r_by_key`` (h_R), ``s`` + ``s_by_j`` (p_S, h_S),
-``agg``; per channel (src, dst): ``sent`` (B_sent), ``buf`` (P_ins), ``agg``.
+``agg``; per channel (src, dst): ``sent`` (B_sent), ``buf`` (P_ins), ``agg``. Lazy views whose
+tuples have one derivation (shortest paths, ``lazy_sel``) keep instead, per channel, ``sel``
+(shipsel.py: the best per group, re-derived from ``s_by_o`` ⋈ the Fixpoint when it dies) and
+restrict the Fixpoint's AggSel lazily (``_kill_sel``, ``sweep``).
 
 Deletions (digest §6.5): a dead variable is broadcast to every node and restricted to false in
 every table at once; entries that become false disappear (no over-deletion, no re-derivation).
