@@ -33,7 +33,7 @@ class ShipSel:
     """One channel's lazy MinShip + AggSel state (see the module docstring)."""
 
     __slots__ = ("shipped", "best", "best_rank", "best_pv", "by_var", "stale", "indexed", "outbox", "group",
-                 "ranks")
+                 "ranks", "held", "held_by_var")
 
     def __init__(self, prov: Provenance, group: Callable, ranks: tuple) -> None:
         self.shipped = ProvTable(prov, indexed=False)
@@ -46,9 +46,11 @@ class ShipSel:
         self.outbox: dict = {}  # tuple -> provenance, shipped at the end of the round if still best
         self.group = group
         self.ranks = tuple(ranks)
+        self.held: dict = {}  # best not shipped: tuple -> (cube, cube of the cover that beats it)
+        self.held_by_var: dict = {}  # variable -> tuples held by a cover holding it (maybe stale)
 
     def __len__(self) -> int:
-        return len(self.shipped) + len(self.outbox)
+        return len(self.shipped) + len(self.outbox) + len(self.held)
 
     def offer(self, t, pv, g=None) -> bool:
         """True iff ``t`` became the best of its group for some aggregate (queued for shipping)."""
@@ -65,6 +67,7 @@ class ShipSel:
             elif b is not t and b != t:
                 rt = rank(t)
                 if rt < best_rank[k]:
+                    self.held.pop(b, None)
                     self.stale += len(self.best_pv[k])
                     best[k], best_rank[k], self.best_pv[k] = t, rt, pv
                     self._index(k, pv)
@@ -73,13 +76,25 @@ class ShipSel:
             self.outbox[t] = pv
         return passed
 
-    def take(self) -> list:
-        """[(tuple, provenance)] to ship now: queued tuples still best for some aggregate."""
+    def is_best(self, t) -> bool:
+        g = self.group(t)
+        return any(self.best.get((g, i)) == t for i in range(len(self.ranks)))
+
+    def take(self, cover=None) -> list:
+        """[(tuple, provenance)] to ship now: queued tuples still best for some aggregate.
+
+        ``cover(t)``: the cube of a live path the receiver is known to hold that beats ``t``
+        (None if none); such a ``t`` is held, and queued again when that path dies.
+        """
         out = []
-        best = self.best
         for t, pv in self.outbox.items():
-            g = self.group(t)
-            if any(best.get((g, i)) == t for i in range(len(self.ranks))):
+            if self.is_best(t):
+                c = cover(t) if cover is not None else None
+                if c is not None:
+                    self.held[t] = (pv, c)
+                    for v in c:
+                        self.held_by_var.setdefault(v, set()).add(t)
+                    continue
                 self.shipped.put(t, pv)
                 out.append((t, pv))
         self.outbox = {}
@@ -113,17 +128,36 @@ class ShipSel:
             for k in ks:
                 pv = best_pv.get(k)
                 if pv is not None and v in pv:  # else a stale key: that best was beaten
-                    self.shipped.f.pop(self.best.pop(k), None)
+                    b = self.best.pop(k)
+                    self.shipped.f.pop(b, None)
+                    self.held.pop(b, None)
                     del self.best_rank[k], best_pv[k]
                     self.stale += len(pv) - 1  # its other keys
                     lost.add(k[0])
                 else:
                     self.stale -= 1
+        for v in dead:  # a held best whose cover died is queued again (take looks for another)
+            for t in self.held_by_var.pop(v, ()):
+                h = self.held.get(t)
+                if h is not None and v in h[1]:
+                    del self.held[t]
+                    if self.is_best(t):
+                        self.outbox[t] = h[0]
         return lost
 
     def sweep(self, dead) -> None:
-        """Drop shipped records holding a dead variable."""
+        """Drop shipped records holding a dead variable; rebuild the held index."""
         self.shipped.sweep(dead)
+        self.held_by_var = {}
+        for t, (_, c) in self.held.items():
+            for v in c:
+                self.held_by_var.setdefault(v, set()).add(t)
+
+    def pending(self) -> dict:
+        """Bests not shipped (held or queued): tuple -> cube; a snapshot keeps them."""
+        out = {t: pv for t, (pv, _) in self.held.items()}
+        out.update(self.outbox)
+        return out
 
     def rebuild(self) -> None:
         """Best per group = the best live shipped tuple (true at quiescence); after a restore."""

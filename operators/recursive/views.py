@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from operators.errors import ConfigError, StateError
 from operators.recursive.engine import Engine, Spec
 from operators.recursive.fronts import Events, LinkFront
-from operators.recursive.provenance import CubeProvenance, Provenance
+from operators.recursive.provenance import CubeProvenance, Provenance, ProvTable
 
 ENCODING = "ivmstream.recursive.v1"
 
@@ -94,6 +94,8 @@ SHORTEST = Spec(
     group=lambda r: (r[0], r[1]),
     rank=lambda r: (r[2], len(r[3]), _PathOrder(r[3])),
     one_derivation=True,  # a path tuple names its links, each with one live variable
+    suffix=lambda r, b: ((b[1], r[1], r[2] - b[2], r[3][1:])
+                         if len(r[3]) > 2 and r[3][0] == b[0] and r[3][1] == b[1] else None),
 )
 
 
@@ -190,10 +192,17 @@ class ProvImpl:
             "stats": dict(eng.stats),
             "nodes": [[n, nd.fix.dump(), nd.s.dump(), nd.agg.h.dump() if nd.agg else None]
                       for n, nd in eng.nodes.items()],
-            "channels": [[s, d, (ch.sel.shipped if ch.sel else ch.sent).dump(), ch.buf.dump(),
+            "channels": [[s, d, (ch.sel.shipped if ch.sel else ch.sent).dump(),
+                          self._pending(ch) if ch.sel else ch.buf.dump(),
                           ch.agg.h.dump() if ch.agg else None]
                          for (s, d), ch in eng.channels.items()],
         }
+
+    def _pending(self, ch) -> list:
+        t = ProvTable(self.prov, indexed=False)
+        for k, pv in sorted(ch.sel.pending().items(), key=repr):
+            t.put(k, pv)
+        return t.dump()
 
     def load(self, d: dict) -> None:
         eng = self.engine
@@ -220,6 +229,11 @@ class ProvImpl:
             if ch.sel is not None:  # sent = the live tuples shipped; the best of each group follows
                 ch.sel.shipped.load(sent, tup)
                 ch.sel.rebuild()
+                held = ProvTable(self.prov)
+                held.load(buf, tup)  # bests not shipped: offered again, the next round decides
+                for t, pv in held.items():
+                    if ch.sel.offer(t, pv):
+                        eng._outboxes[(s, dst)] = ch
                 continue
             ch.sent.load(sent, tup)
             ch.buf.load(buf, tup)
@@ -227,6 +241,9 @@ class ProvImpl:
                 ch.agg.h.load(agg, tup)
                 ch.agg.rebuild()
         eng.rebuild_alternatives()  # lazy alternatives are join pairs: derived from the join state
+        if eng.covers:  # base tuples by their second vertex (where covers are looked up)
+            for r, _ in self.front.live_bases():
+                eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
 
 
 class _View:

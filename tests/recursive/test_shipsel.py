@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.recursive import ShortestPathView
+from operators.recursive import DRedShortestPathView, ShortestPathView
 from operators.recursive.engine import Engine
 from operators.recursive.workloads import strongly_connected, transit_stub
 from tests.recursive.test_connected import _stream
@@ -124,3 +124,29 @@ def test_snapshot_of_lazy_state_is_swept(aggregates):
         assert v.apply(deletes=[e[:2]]) == w.apply(deletes=[e[:2]])
     assert v.rows() == w.rows()
     _channel_bests_are_join_minima(w)
+
+
+def test_covers_hold_ships_the_receiver_does_not_need():
+    """A sender holding a live path (via the reverse link) that beats its candidate holds it."""
+    g = transit_stub(150, seed=5)
+    on, off = ShortestPathView(nodes=6), ShortestPathView(nodes=6)
+    off._impl.engine.covers = False
+    dred = DRedShortestPathView(nodes=6)
+    for v in (on, off, dred):
+        v.apply(g.edges, now=0)
+    s0 = on.stats()["tuples_shipped"], off.stats()["tuples_shipped"]
+    for e in g.edges[::7][:20]:
+        for v in (on, off, dred):
+            v.apply(deletes=[e[:2]])
+        assert on.rows() == off.rows() == dred.rows()
+        _channel_bests_are_join_minima(on)
+    st_on, st_off = on.stats(), off.stats()
+    assert st_on["held_by_cover"] > 0
+    assert st_on["tuples_shipped"] - s0[0] < st_off["tuples_shipped"] - s0[1]
+    # what is held is a best the channel did not ship: the receiver holds a better live path
+    eng = on._impl.engine
+    for (src, dst), ch in eng.channels.items():
+        for t in ch.sel.held:
+            assert ch.sel.is_best(t) and t not in ch.sel.shipped
+            r = eng.current((t[0], t[1]))
+            assert r is not None and eng.spec.rank(r) < eng.spec.rank(t)
