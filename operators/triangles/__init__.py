@@ -4,7 +4,7 @@ Incremental rule: heavy/light partitions with threshold N^ε, three skew-aware 2
 four delta terms per single-tuple update (``engine``), amortised O(|D|^max(ε,1−ε)) per
 update, O(1) count.  Undirected graphs use ``symmetric``: both orientations of an edge in one
 step and the refined heavy–light–heavy view of the paper's Appendix D (linear space).  State kept: ``engine.IvmEpsState`` plus graph-mode reference counts,
-snapshot as ``triangles.ivm_eps.v1``.  Deletions are negative weights; graph modes reject
+snapshot as ``triangles.ivm_eps.v2``.  Deletions are negative weights; graph modes reject
 self-loops and deletes of absent edges as ``BadEdge`` rows (``DATA_BAD_EDGE``).
 
 Modes: ``undirected`` (each edge stored both ways, count = triangles as vertex sets),

@@ -7,7 +7,7 @@ O(|D|^max(ε, 1−ε)) time per update, O(1) to read ``count``.
 State kept: the ``engine.IvmEpsState`` (partitions, indexes, views, Q, N, counters; the
 undirected mode uses ``symmetric.SymmetricState``, one step per edge) and the
 graph-mode reference counts of ``frontend``; encoded by ``snapshot()`` as
-``triangles.ivm_eps.v1`` (see ``snapshot``).  Vertex ids are int64 (Python ints checked
+``triangles.ivm_eps.v2`` (see ``snapshot``).  Vertex ids are int64 (Python ints checked
 against the int64 range; numpy integer arrays in batches).
 
 Deletions: negative weights.  Graph modes reject self-loops and deletes of absent edges
