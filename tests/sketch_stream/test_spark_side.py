@@ -15,6 +15,7 @@ import pytest
 from connectors import delta_sink as sink
 from operators.sketch import SketchMaintainer
 from operators.sketch_reference import reference_sketch
+from state.engines import SketchEngine
 from streaming_app.sketches import delta_side, pushdown
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.registry import Part, Registration, compute_boundaries
@@ -181,9 +182,11 @@ def test_delta_backed_joins_and_pushdown_match_the_oracle(spark, tmp_path, seed)
     assert shared.hits > 0 and states["topk_twin"].spark_probes() < states["topk_join"].spark_probes()
     # a snapshot keeps no rows of a Delta-backed input and restores into a working state
     q = states["topk_join"]
-    snap = q.engine.snapshot()
+    encoding, snap = SketchEngine(q.engine).snapshot()
+    engine = SketchEngine(store_factory=delta_side.delta_side_factory(set()))  # as the maintainer restores
+    engine.restore(encoding, snap)
     r = QueryState(q.reg)
-    r.restore(snap, q.versions)
+    r.restored(engine.maintainer, q.versions)
     _write(spark, lake, "lineitem", [_line(rng, k, 9) for k in sorted(orders)[:5]], "insert")
     target = {t: sink.latest_version(spark, lake.mirror(t)) for t in TABLES}
     r.bring_forward(spark, lake, cfg, target)
