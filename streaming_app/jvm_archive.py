@@ -31,7 +31,7 @@ def _workload(spark, work: Path) -> None:
     spark.range(1000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s").toArrow()
     path = str(work / "t")
     data = pa.table({"id": pa.array(range(100), pa.int64()), "v": pa.array([str(i) for i in range(100)])})
-    spark.createDataFrame(data).write.format("delta").option("delta.enableChangeDataFeed", "true").save(path)
+    spark.createDataFrame(data).write.format("delta").save(path)
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
     from delta.tables import DeltaTable
 
