@@ -101,31 +101,36 @@ class SetImpl:
         over: set = set()
         work: deque = deque()
 
-        def mark(r):
+        # Rounds (the distributed convergence measure, as the engine counts FIFO rounds): the
+        # deletion reaches the join node in round 1 (the engine's broadcast), a tuple derived from
+        # an item delivered in round k is delivered in round k + 1.
+        def mark(r, k):
             g = spec.gkey(r)
             if view.get(g) == r and g not in over:
                 over.add(g)
-                work.append(r)
+                work.append((r, k))
 
+        rounds = 1 if ev.removed_bases or ev.removed_edges else 0
         for b in ev.removed_bases:
-            mark(b)
+            mark(b, 1)
         for e in ev.removed_edges:
             self._ship(e[0], spec.j(e))  # the DEL of the edge copy
             for r in tuple(self.r_by_key.get(spec.j(e), ())):
                 out = spec.combine(e, r)
                 if out is not None:
                     self._ship(spec.j(e), out[0])
-                    mark(out)
+                    mark(out, 2)
         gone = set(ev.removed_edges)
         while work:  # over-delete with the old edges (pairs with a deleted edge were done above)
-            d = work.popleft()
+            d, k = work.popleft()
+            rounds = max(rounds, k)
             for e in tuple(self.s_by_j.get(d[0], ())):
                 if e in gone:
                     continue
                 out = spec.combine(e, d)
                 if out is not None:
                     self._ship(spec.j(e), out[0])
-                    mark(out)
+                    mark(out, k + 1)
         for b in ev.removed_bases:
             s = self.bases.get(spec.gkey(b))
             if s is not None:
@@ -140,12 +145,15 @@ class SetImpl:
             r = view.pop(g)
             self.r_by_key[r[0]].discard(r)
         self.stats_["overdeleted"] += len(over)
-        # re-derive each over-deleted group in one step from what is left, then semi-naive
+        # Re-derive each over-deleted group in one step from what is left, then semi-naive. DRed
+        # may start only once every node has over-deleted: one round for that barrier (a lower
+        # bound: detecting distributed termination takes more), one for the rows shipped in.
+        base = rounds + 1
         work = deque()
         for g in over:
             for b in self.bases.get(g, ()):
                 if self._offer(b):
-                    work.append(b)
+                    work.append((b, base))
             for e in tuple(self.s_by_o.get(g[0], ())):
                 src = view.get((spec.j(e),) + tuple(g[1:]))
                 if src is None:
@@ -155,9 +163,18 @@ class SetImpl:
                     self.stats_["derivations"] += 1
                     self._ship(spec.j(e), out[0])
                     if self._offer(out):
-                        work.append(out)
+                        work.append((out, base + 1))
         self.stats_["rederived"] += sum(1 for g in over if g in view)
-        self._propagate(work)
+        while work:
+            r, k = work.popleft()
+            rounds = max(rounds, k)
+            if self.view.get(spec.gkey(r)) != r:
+                continue  # beaten meanwhile
+            nxt: deque = deque()
+            for e in tuple(self.s_by_j.get(r[0], ())):
+                self._derive(e, r, nxt)
+            work.extend((o, k + 1) for o in nxt)
+        self.stats_["deletion_rounds"] += rounds
 
     # -- impl interface --------------------------------------------------------------------------
     def feed(self, ev: Events) -> None:

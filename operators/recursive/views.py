@@ -122,8 +122,11 @@ class ProvImpl:
         eng = self.engine
         self._complete = None
         if ev.dead:
+            r0 = eng.stats["rounds"]
             eng.kill(ev.dead)
             eng.run()
+            # the broadcast of the dead variables is a round; then the FIFO rounds to quiescence
+            eng.stats["deletion_rounds"] += 1 + eng.stats["rounds"] - r0
             for v in ev.dead:  # dead variables never come back (fresh ones per insertion)
                 self.prov.labels.pop(v, None)
         for r, names in ev.bases:
