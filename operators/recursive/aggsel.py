@@ -38,10 +38,12 @@ class AggSel:
     downstream while it is the best of its group for *any* of them (multi-aggregate AggSel).
     """
 
-    __slots__ = ("h", "members", "best", "best_rank", "group", "ranks", "lazy")
+    __slots__ = ("h", "members", "best", "best_rank", "group", "ranks", "lazy", "keep")
 
-    def __init__(self, prov: Provenance, group: Callable, ranks: tuple, lazy: bool = False) -> None:
+    def __init__(self, prov: Provenance, group: Callable, ranks: tuple, lazy: bool = False,
+                 keep: bool = True) -> None:
         self.lazy = lazy
+        self.keep = keep  # False: h holds the bests only (pruned and beaten tuples are forgotten)
         self.h = ProvTable(prov, indexed=not lazy)
         self.members: dict[Hashable, set] = defaultdict(set)
         self.best: dict[tuple, tuple] = {}  # (group, aggregate index) -> tuple
@@ -62,6 +64,7 @@ class AggSel:
             old = self.h.f.get(t)
             if old is not None and not old.isdisjoint(dead):
                 del self.h.f[t]  # a dead derivation of the same tuple (its link came back)
+        fresh = t not in self.h.f
         if not self.h.merge(t, pv):
             return None
         g = self.group(t)
@@ -83,8 +86,21 @@ class AggSel:
                     passed = True
                     beaten.append(b)
         if not passed:
+            if not self.keep and fresh:
+                self._forget(t, g)
             return None
-        return [b for b in set(beaten) if not self.is_best(b, g)]
+        gone = [b for b in set(beaten) if not self.is_best(b, g)]
+        if not self.keep:
+            for b in gone:
+                self._forget(b, g)
+        return gone
+
+    def _forget(self, t, g) -> None:
+        del self.h.f[t]
+        ms = self.members[g]
+        ms.discard(t)
+        if not ms:
+            del self.members[g]
 
     def kill(self, dead: set[str]) -> list:
         """Restrict dead variables; returns [(promoted tuple, its provenance)]."""

@@ -73,18 +73,21 @@ def partitioner(nodes):
 
 
 class _Node:
-    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to")
+    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to", "bases",
+                 "base_of_var")
 
-    def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False) -> None:
+    def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False, local: bool = False) -> None:
         self.fix = ProvTable(prov)
         self.r_by_key: dict = defaultdict(set)
         self.s = ProvTable(prov)
         self.s_by_j: dict = defaultdict(set)
         self.s_by_o: dict = defaultdict(set)  # out vertex -> edges (re-derivation of a ShipSel group)
-        self.agg = (AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks, lazy=lazy_sel)
+        self.agg = (AggSel(prov, spec.group, (spec.rank,) + spec.extra_ranks, lazy=lazy_sel, keep=not local)
                     if spec.group else None)
         self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
         self.base_to: dict = {}  # covers: second vertex -> base tuples held here (maybe dead)
+        self.bases: dict = {}  # local re-derivation: group -> {live base tuple: provenance}
+        self.base_of_var: dict = {}  # local re-derivation: variable -> (group, base tuple)
 
 
 class _Channel:
@@ -120,6 +123,13 @@ class Engine:
         self.lazy_sel = ship == "lazy" and spec.group is not None and spec.one_derivation
         # Covers (shipsel.py): a single-aggregate lazy view whose tuples can be cut after their link
         self.covers = self.lazy_sel and not spec.extra_ranks and spec.suffix is not None
+        # One node: every derivation is local and nothing is shipped, so alternatives buy nothing.
+        # A removed row is re-derived from the join state (its base tuples, edges into its source ⋈
+        # the current rows), as DRed re-derives; exact here because a best path's suffix is its
+        # next vertex's best path (positive costs, total order) and a row goes exactly when its
+        # cube holds a dead variable. AggSel keeps the bests only.
+        self.local = self.lazy_sel and nodes == 1
+        self.covers = self.covers and not self.local
         self._outboxes: dict = {}  # (src, dst) -> channel with ShipSel tuples queued this round
         self._dead_recent: set = set()  # lazy_sel: variables killed since the last sweep
         self._stale = 0  # lazy_sel: rows and channel bests removed since the last sweep
@@ -129,7 +139,7 @@ class Engine:
     def node(self, n) -> _Node:
         nd = self.nodes.get(n)
         if nd is None:
-            nd = self.nodes[n] = _Node(self.prov, self.spec, self.lazy_sel)
+            nd = self.nodes[n] = _Node(self.prov, self.spec, self.lazy_sel, self.local)
         return nd
 
     def channel(self, src, dst) -> _Channel:
@@ -174,7 +184,15 @@ class Engine:
         n = self.node_of(r[0])
         if self.covers:
             self.node(n).base_to.setdefault(r[1], set()).add(r)
+        if self.local:
+            self.keep_base(self.node(n), r, pv)
         self._fix_insert(n, r, pv)
+
+    def keep_base(self, nd: _Node, r, pv) -> None:
+        g = self.spec.gkey(r)
+        nd.bases.setdefault(g, {})[r] = pv
+        for v in pv:
+            nd.base_of_var[v] = (g, r)
 
     def _fix_insert(self, n, r, pv, promoted: bool = False, probe: bool = True) -> bool:
         """Fixpoint input; True iff P changed (then the join was probed, unless ``probe`` is off)."""
@@ -251,6 +269,12 @@ class Engine:
         self.stats["derivations"] += 1
         dst = self.node_of(out[0])
         if dst == src and self.spec.group is not None:
+            if self.local and self._dominated(self.nodes[src], out):
+                # one node keeps no alternatives: what the AggSel would prune is dropped here,
+                # before its provenance is built (in-batch bests only improve, so the test holds
+                # when the message would have arrived)
+                self.stats["pruned"] += 1
+                return
             # Nothing crosses the network: the Fixpoint's AggSel prunes and keeps exactly what the
             # channel's would, so a second copy (channel AggSel + MinShip state) only cost time
             # and memory (dense60 shortest on 1 node: every derivation stored twice).
@@ -267,6 +291,17 @@ class Engine:
             self._ship_lazy(src, dst, ch, out, None, a, b, pair)
             return
         self._ship(src, dst, ch, out, a & b, pair)
+
+    def _dominated(self, nd: _Node, t) -> bool:
+        """True iff the AggSel's best of t's group beats (or is) t for every aggregate."""
+        agg = nd.agg
+        g = agg.group(t)
+        best_rank = agg.best_rank
+        for i, rank in enumerate(agg.ranks):
+            b = best_rank.get((g, i))
+            if b is None or rank(t) < b:
+                return False
+        return True
 
     def _ship(self, src, dst, ch: _Channel, t, pv, pair) -> None:
         if ch.agg is not None and ch.agg.insert(t, pv) is None:
@@ -435,7 +470,15 @@ class Engine:
                 nd.s_by_o[spec.o(e)].discard(e)
             promos.extend((n, r, pv) for r, pv in nd.agg.promote(groups, self._dead_recent))
             self._stale += len(rows)
-        for key, ch in self.channels.items():
+            if self.local:
+                for v in dead:
+                    gb = nd.base_of_var.pop(v, None)
+                    if gb is not None:
+                        bs = nd.bases.get(gb[0])
+                        if bs is not None and bs.pop(gb[1], None) is not None and not bs:
+                            del nd.bases[gb[0]]
+                lost[n] = groups
+        for key, ch in (() if self.local else self.channels.items()):
             gs = ch.sel.kill(dead)
             if gs:
                 lost[key] = (ch, gs)
@@ -447,6 +490,16 @@ class Engine:
         # be shipped, then beaten by the re-derivation and shipped again).
         self.stats["promotions"] += len(promos)
         applied = [(n, r, pv) for n, r, pv in promos if self._fix_insert(n, r, pv, promoted=True, probe=False)]
+        if self.local:
+            for n, gs in lost.items():
+                for g in gs:
+                    applied.extend(self._rederive_row(n, g))
+            for n, r, pv in applied:
+                nd = self.nodes[n]
+                if nd.fix.get(r) is not None:  # not beaten by a later candidate of its group
+                    self._probe(n, nd, r, pv)
+            self._dead_recent, self._stale = set(), 0  # every dead entry was met and dropped
+            return
         for (src, dst), (ch, gs) in lost.items():
             for g in gs:
                 self._rederive(src, dst, ch, g)
@@ -454,6 +507,32 @@ class Engine:
             self._probe(n, self.nodes[n], r, pv)
         if self._stale * self._stale_ratio >= self._lazy_entries():
             self.sweep()
+
+    def _rederive_row(self, n, g) -> list:
+        """One node: candidates of a removed row's group from its base tuples and the join state.
+
+        Returns [(node, row, provenance)] taken into the Fixpoint (probed by the caller once every
+        removed group has its candidates, as DRed resumes semi-naive evaluation).
+        """
+        nd = self.nodes[n]
+        spec = self.spec
+        out = []
+        for r, pv in list(nd.bases.get(g, {}).items()):
+            if self._fix_insert(n, r, pv, probe=False):
+                out.append((n, r, pv))
+        rest = tuple(g[1:])
+        for e in tuple(nd.s_by_o.get(g[0], ())):
+            fe = nd.s.get(e)
+            for r in tuple(nd.fix_group.get((spec.j(e),) + rest, ())):
+                c = spec.combine(e, r)
+                if c is None or spec.gkey(c) != g:
+                    continue
+                self.stats["derivations"] += 1
+                self.stats["rederivations"] += 1
+                pv = fe & nd.fix.get(r)
+                if self._fix_insert(n, c, pv, probe=False):
+                    out.append((n, c, pv))
+        return out
 
     def sweep(self) -> None:
         """Lazy_sel: drop the alternatives and shipped records that hold a dead variable.

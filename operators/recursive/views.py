@@ -247,6 +247,9 @@ class ProvImpl:
         if eng.covers:  # base tuples by their second vertex (where covers are looked up)
             for r, _ in self.front.live_bases():
                 eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
+        if eng.local:  # base tuples by group (a removed row is re-derived from them)
+            for r, names in self.front.live_bases():
+                eng.keep_base(eng.node(eng.node_of(r[0])), r, self._pv(names))
 
 
 class _View:

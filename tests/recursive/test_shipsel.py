@@ -82,7 +82,7 @@ def _run(seed, nodes, sweep_always, aggregates, monkeypatch, n=14, m=50, batches
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 10**6), st.sampled_from([3, "vertex"]), st.booleans(),
+@given(st.integers(0, 10**6), st.sampled_from([1, 3, "vertex"]), st.booleans(),
        st.sampled_from([("cost",), ("cost", "hops")]))
 def test_lazy_channels_match_dijkstra(seed, nodes, sweep_always, aggregates):
     with pytest.MonkeyPatch.context() as mp:
@@ -106,10 +106,11 @@ def test_lazy_mode_keeps_no_channel_history_and_eager_keeps_alg4():
     _channel_bests_are_join_minima(lazy)
 
 
+@pytest.mark.parametrize("nodes", [1, 5])
 @pytest.mark.parametrize("aggregates", [("cost",), ("cost", "hops")])
-def test_snapshot_of_lazy_state_is_swept(aggregates):
+def test_snapshot_of_lazy_state_is_swept(aggregates, nodes):
     g = transit_stub(100, seed=4)
-    v = ShortestPathView(nodes=5, aggregates=aggregates)
+    v = ShortestPathView(nodes=nodes, aggregates=aggregates)
     v.apply(g.edges, now=0)
     for e in g.edges[:6]:
         v.apply(deletes=[e[:2]])
@@ -118,7 +119,7 @@ def test_snapshot_of_lazy_state_is_swept(aggregates):
     eng = v._impl.engine
     assert not eng._dead_recent
     assert all(pv <= live for nd in eng.nodes.values() for pv in nd.agg.h.f.values())
-    w = ShortestPathView(nodes=5, aggregates=aggregates)
+    w = ShortestPathView(nodes=nodes, aggregates=aggregates)
     w.restore(blob)
     for e in g.edges[6:12]:
         assert v.apply(deletes=[e[:2]]) == w.apply(deletes=[e[:2]])
@@ -150,3 +151,25 @@ def test_covers_hold_ships_the_receiver_does_not_need():
             assert ch.sel.is_best(t) and t not in ch.sel.shipped
             r = eng.current((t[0], t[1]))
             assert r is not None and eng.spec.rank(r) < eng.spec.rank(t)
+
+
+@pytest.mark.parametrize("aggregates", [("cost",), ("cost", "hops")])
+def test_one_node_keeps_the_bests_only_and_rederives(aggregates):
+    """One node ships nothing: no alternatives are kept, a removed row is re-derived like DRed's."""
+    g = transit_stub(100, seed=5)
+    v, dred = ShortestPathView(aggregates=aggregates), DRedShortestPathView()
+    v.apply(g.edges, now=0)
+    dred.apply(g.edges, now=0)
+    eng = v._impl.engine
+    assert eng.local and not eng.channels
+    for e in g.edges[:25]:
+        v.apply(deletes=[e[:2]])
+        dred.apply(deletes=[e[:2]])
+        if aggregates == ("cost",):
+            assert {k: r for k, r in v.rows().items()} == dred.rows()
+        nd = eng.nodes[0]
+        assert set(nd.agg.h.f) == set(nd.fix.keys())  # the bests, nothing else
+        assert not eng._dead_recent
+        live = _live_vars(v)
+        assert all(pv <= live for bs in nd.bases.values() for pv in bs.values())
+    assert eng.stats["rederivations"] > 0
