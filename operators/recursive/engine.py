@@ -529,6 +529,8 @@ class Engine:
                     continue
                 self.stats["derivations"] += 1
                 self.stats["rederivations"] += 1
+                if self._dominated(nd, c):
+                    continue
                 pv = fe & nd.fix.get(r)
                 if self._fix_insert(n, c, pv, probe=False):
                     out.append((n, c, pv))
