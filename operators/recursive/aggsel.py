@@ -95,6 +95,12 @@ class AggSel:
                 self._forget(b, g)
         return gone
 
+    def drop_non_bests(self) -> None:
+        """``keep=False`` after a restore: a snapshot may hold alternatives (written with H)."""
+        bests = set(self.best.values())
+        for t in [t for t in self.h.f if t not in bests]:
+            self._forget(t, self.group(t))
+
     def _forget(self, t, g) -> None:
         del self.h.f[t]
         ms = self.members[g]

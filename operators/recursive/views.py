@@ -227,6 +227,8 @@ class ProvImpl:
             if agg is not None:
                 nd.agg.h.load(agg, tup)
                 nd.agg.rebuild()
+                if not nd.agg.keep:
+                    nd.agg.drop_non_bests()
         for s, dst, sent, buf, agg in d["channels"]:
             ch = eng.channel(s, dst)
             if ch.sel is not None:  # sent = the live tuples shipped; the best of each group follows
