@@ -56,9 +56,16 @@ class Spec:
     extra_ranks: tuple = ()  # further aggregates kept by a multi-aggregate AggSel
     one_derivation: bool = False  # every tuple has exactly one derivation (provenance = a cube)
     suffix: Optional[Callable] = None  # (r, base b) -> r without b's link in front (None if not)
+    # (derived r) -> (its cost, the vertex it was derived at, the vertex it goes to): the ship
+    # clock's key (lazy shortest paths after a deletion; see Engine._due)
+    ship_key: Optional[Callable] = None
 
     def gkey(self, r):
         return self.group(r) if self.group is not None else r
+
+
+def _vkey(v):
+    return (isinstance(v, str), v)
 
 
 def partitioner(nodes):
@@ -73,7 +80,7 @@ def partitioner(nodes):
 
 
 class _Node:
-    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to")
+    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to", "ghosts")
 
     def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False) -> None:
         self.fix = ProvTable(prov)
@@ -85,6 +92,7 @@ class _Node:
                     if spec.group else None)
         self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
         self.base_to: dict = {}  # covers: second vertex -> base tuples held here (maybe dead)
+        self.ghosts: dict = {}  # covers: (x, y) -> (rank, cube) of a path x holds, cut from a dead one
 
 
 class _Channel:
@@ -104,7 +112,8 @@ class Engine:
     """The distributed plan of Fig. 4 over simulated nodes; see the module docstring."""
 
     def __init__(self, spec: Spec, prov: Provenance, nodes=1, ship: str = "lazy",
-                 flush_every: Optional[int] = None, max_rounds: Optional[int] = None) -> None:
+                 flush_every: Optional[int] = None, max_rounds: Optional[int] = None,
+                 clock_period: int = 4, clock_unit=None) -> None:
         if ship not in SHIP_MODES:
             raise ConfigError(f"recursive view {spec.name}: ship must be one of {SHIP_MODES}, got {ship!r}")
         self.spec, self.prov, self.ship = spec, prov, ship
@@ -124,6 +133,14 @@ class Engine:
         self._dead_recent: set = set()  # lazy_sel: variables killed since the last sweep
         self._stale = 0  # lazy_sel: rows and channel bests removed since the last sweep
         self._stale_ratio = 4.0  # lazy_sel: dead lazy entries per such removal (learnt at each sweep)
+        # Ship clock (covers views, after a deletion): a queued candidate waits for its turn in a
+        # cycle of ``clock_period`` rounds, by cost (``clock_unit``: None = the smallest link
+        # cost seen) and by which end of its link is smaller; 0 or None turns it off.
+        self.clock_period = clock_period if self.covers and spec.ship_key is not None else None
+        self.clock_unit = clock_unit
+        self._min_cost = None  # smallest base cost seen (the clock's unit when clock_unit is None)
+        self._clock = None  # rounds since the deletion, while one is being run to quiescence
+        self._var_base: dict = {}  # covers: variable -> the base tuple (link) it labels
 
     # -- helpers -------------------------------------------------------------------------------
     def node(self, n) -> _Node:
@@ -174,6 +191,13 @@ class Engine:
         n = self.node_of(r[0])
         if self.covers:
             self.node(n).base_to.setdefault(r[1], set()).add(r)
+            if len(pv) == 1:
+                for v in pv:
+                    self._var_base[v] = r
+            if self.clock_period and self.spec.ship_key is not None:
+                c = self.spec.rank(r)[0]
+                if self._min_cost is None or c < self._min_cost:
+                    self._min_cost = c
         self._fix_insert(n, r, pv)
 
     def _fix_insert(self, n, r, pv, promoted: bool = False, probe: bool = True) -> bool:
@@ -417,6 +441,10 @@ class Engine:
         spec = self.spec
         self.stats["deletion_messages"] += len(dead) * max(len(self.nodes) - 1, 0)
         self._dead_recent |= dead
+        if self.clock_period:
+            self._clock = 0
+        if self.covers:
+            self._make_ghosts(dead)
         promos, lost = [], {}
         for n, nd in self.nodes.items():
             _, rows = nd.fix.kill(dead)
@@ -455,6 +483,43 @@ class Engine:
         if self._stale * self._stale_ratio >= self._lazy_entries():
             self.sweep()
 
+    def _make_ghosts(self, dead) -> None:
+        """Covers that outlive a link: when link(z, x) dies, z's paths through it lose their first
+        link only; each one's suffix from x (its cube minus that link's variable) lives on in x's
+        AggSel, so x holds it or better for as long as that cube lives. Kept per (x, y) at z's node,
+        the best one only; ``_cover`` uses it like a live ``link(z, x) ⋈ r``. (On transit-stub
+        400, a deleted link's tail went on shipping its changed rows to the head, which held
+        better paths: ~20 arrivals per deletion.)
+        """
+        spec = self.spec
+        for v in dead:
+            b = self._var_base.pop(v, None)
+            if b is None:
+                continue
+            z, x = b[0], b[1]
+            nd = self.nodes.get(self.node_of(z))
+            if nd is None:
+                continue
+            h_f, ghosts = nd.agg.h.f, nd.ghosts
+            for g, ms in nd.agg.members.items():
+                if g[0] != z:
+                    continue
+                for h in ms:
+                    ph = h_f.get(h)
+                    if ph is None or v not in ph:
+                        continue
+                    suf = spec.suffix(h, b)
+                    if suf is None:
+                        continue
+                    c = self.prov.conj([u for u in ph if u != v])
+                    if not c.isdisjoint(dead) or not c.isdisjoint(self._dead_recent):
+                        continue
+                    k = (x, g[1])
+                    rs = spec.rank(suf)
+                    old = ghosts.get(k)
+                    if old is None or rs < old[0] or not old[1].isdisjoint(self._dead_recent):
+                        ghosts[k] = (rs, c)
+
     def sweep(self) -> None:
         """Lazy_sel: drop the alternatives and shipped records that hold a dead variable.
 
@@ -474,6 +539,9 @@ class Engine:
         for ch in self.channels.values():
             ch.sel.sweep(dead)
         for nd in self.nodes.values():
+            for k, (_, c) in list(nd.ghosts.items()):
+                if not c.isdisjoint(dead):
+                    del nd.ghosts[k]
             for x, bs in list(nd.base_to.items()):
                 live = {b for b in bs if b in nd.agg.h.f}
                 if live:
@@ -512,10 +580,31 @@ class Engine:
         if not self._outboxes:
             return
         boxes, self._outboxes = self._outboxes, {}
+        ready = None if self._clock is None else (lambda t: self._due(t) == self._clock)
         for (src, dst), ch in boxes.items():
             cover = (lambda t, n=src: self._cover(n, t)) if self.covers else None
-            for t, pv in ch.sel.take(cover):
+            for t, pv in ch.sel.take(cover, ready):
                 self._emit(src, dst, "rins", t, pv)
+            if ch.sel.outbox:  # waiting for their turn
+                self._outboxes[(src, dst)] = ch
+
+    def _due(self, t) -> int:
+        """The first round (since the deletion, >= now) in which queued candidate ``t`` may ship.
+
+        Key = 2 * (cost in units) + (1 if the vertex t was derived at is larger than the one it
+        goes to), taken modulo ``clock_period``: a candidate waits at most period - 1 rounds. Two
+        neighbours x, z that both changed their rows to y at the same cost each queue a candidate
+        for the other, and neither is any use (x→z→r costs a link more than z's own row r). The
+        tie bit sends one of them first; it reaches the other's node before that one's turn, where
+        it is a cover (``_cover``) for the candidate waiting there. The cost bits order candidates
+        whose costs differ by a unit the same way (Dijkstra's order, cut to a cycle: enough for
+        neighbours, whose rows differ by at most a link's cost). The receiver's view is the same
+        whatever the order: only shipping is delayed.
+        """
+        cost, at, to = self.spec.ship_key(t)
+        unit = self.clock_unit or self._min_cost or 1
+        key = 2 * int(cost // unit) + (1 if _vkey(at) > _vkey(to) else 0)
+        return self._clock + (key - self._clock) % self.clock_period
 
     def _cover(self, n, t):
         """Cube of a live path the receiver of ``t`` holds and that beats ``t``, known at ``n``; or None.
@@ -541,6 +630,10 @@ class Engine:
                 if ph is not None and ph.isdisjoint(dead) and spec.rank(suf) < rt:
                     self.stats["held_by_cover"] += 1
                     return ph
+        gh = nd.ghosts.get((x, y))
+        if gh is not None and gh[0] < rt and gh[1].isdisjoint(dead):
+            self.stats["held_by_ghost"] += 1
+            return gh[1]
         return None
 
     def _path_messages(self, dead: set[str]) -> int:
@@ -570,6 +663,8 @@ class Engine:
             while self.queue:
                 batch, self.queue = self.queue, []
                 self.stats["rounds"] += 1
+                if self._clock is not None:
+                    self._clock += 1
                 if self.max_rounds is not None and self.stats["rounds"] > self.max_rounds:
                     raise InvariantError(f"recursive view {self.spec.name}: no fixpoint after "
                                          f"{self.max_rounds} rounds ({self.stats['derivations']} derivations)")
@@ -591,7 +686,14 @@ class Engine:
                     if len(ch.buf):
                         self._flush(src, d, ch)
                 continue
+            if self._clock is not None and self._outboxes:
+                # nothing in flight: candidates wait for their turn (timer rounds, no delivery)
+                nxt = min(self._due(t) for ch in self._outboxes.values() for t in ch.sel.outbox)
+                self.stats["idle_rounds"] += nxt - self._clock
+                self._clock = nxt
+                continue
             break
+        self._clock = None
         self.prov.maybe_gc()
 
     def begin(self) -> None:

@@ -96,6 +96,7 @@ SHORTEST = Spec(
     one_derivation=True,  # a path tuple names its links, each with one live variable
     suffix=lambda r, b: ((b[1], r[1], r[2] - b[2], r[3][1:])
                          if len(r[3]) > 2 and r[3][0] == b[0] and r[3][1] == b[1] else None),
+    ship_key=lambda r: (r[2], r[3][1] if len(r[3]) > 1 else r[0], r[0]),
 )
 
 
@@ -242,8 +243,13 @@ class ProvImpl:
                 ch.agg.rebuild()
         eng.rebuild_alternatives()  # lazy alternatives are join pairs: derived from the join state
         if eng.covers:  # base tuples by their second vertex (where covers are looked up)
-            for r, _ in self.front.live_bases():
+            for r, names in self.front.live_bases():
                 eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
+                if len(names) == 1:
+                    eng._var_base[next(iter(names))] = r
+                if eng.clock_period:
+                    c = self.spec.rank(r)[0]
+                    eng._min_cost = c if eng._min_cost is None else min(eng._min_cost, c)
 
 
 class _View:
