@@ -80,7 +80,8 @@ def partitioner(nodes):
 
 
 class _Node:
-    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to", "ghosts")
+    __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to", "ghosts",
+                 "out_links")
 
     def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False) -> None:
         self.fix = ProvTable(prov)
@@ -93,6 +94,7 @@ class _Node:
         self.fix_group: dict = {}  # group -> tuples of the group in the Fixpoint (<= #aggregates)
         self.base_to: dict = {}  # covers: second vertex -> base tuples held here (maybe dead)
         self.ghosts: dict = {}  # covers: (x, y) -> (rank, cube) of a path x holds, cut from a dead one
+        self.out_links: dict = {}  # two-hop covers: x -> {p: (link(x, p), cube)} for x with edges here
 
 
 class _Channel:
@@ -141,6 +143,11 @@ class Engine:
         self._min_cost = None  # smallest base cost seen (the clock's unit when clock_unit is None)
         self._clock = None  # rounds since the deletion, while one is being run to quiescence
         self._var_base: dict = {}  # covers: variable -> the base tuple (link) it labels
+        # Two-hop covers: a node holding link(x, z) also gets copies of x's other links (shipped,
+        # counted), so x→p→r' bounds x's row for any live p-row r' it knows.
+        self.two_hop = self.covers and getattr(prov, "backend", None) == "cube"
+        self._base_out: dict = {}  # x -> {p: (base link(x, p), cube)} (at x's node)
+        self._out_targets: dict = {}  # x -> nodes holding an edge copy out of x
 
     # -- helpers -------------------------------------------------------------------------------
     def node(self, n) -> _Node:
@@ -191,9 +198,13 @@ class Engine:
         n = self.node_of(r[0])
         if self.covers:
             self.node(n).base_to.setdefault(r[1], set()).add(r)
-            if len(pv) == 1:
+            if self.two_hop and len(pv) == 1:
                 for v in pv:
                     self._var_base[v] = r
+            if self.two_hop:
+                self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
+                for m in self._out_targets.get(r[0], ()):
+                    self._ship_link(n, m, r, pv)
             if self.clock_period and self.spec.ship_key is not None:
                 c = self.spec.rank(r)[0]
                 if self._min_cost is None or c < self._min_cost:
@@ -254,7 +265,39 @@ class Engine:
     # -- join S side -----------------------------------------------------------------------------
     def insert_edge(self, e, pv) -> None:
         """Ship an edge copy from the node of ``e[0]`` to the node of its join end."""
-        self._emit(self.node_of(e[0]), self.node_of(self.spec.j(e)), "edge", e, pv)
+        src, dst = self.node_of(e[0]), self.node_of(self.spec.j(e))
+        self._emit(src, dst, "edge", e, pv)
+        if self.two_hop:
+            x = self.spec.o(e)
+            ts = self._out_targets.setdefault(x, set())
+            if dst not in ts:  # a new node with links out of x: it gets x's live links
+                ts.add(dst)
+                dead = self._dead_recent
+                for b, pb in self._base_out.get(x, {}).values():
+                    if pb.isdisjoint(dead):
+                        self._ship_link(src, dst, b, pb)
+
+    def rebuild_link_copies(self, bases, edges) -> None:
+        """Two-hop covers after a restore: live links (base tuple, cube) and edges as shipped."""
+        for r, pv in bases:
+            self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
+            if len(pv) == 1:
+                for v in pv:
+                    self._var_base[v] = r
+        for e in edges:
+            x, m = self.spec.o(e), self.node_of(self.spec.j(e))
+            self._out_targets.setdefault(x, set()).add(m)
+        for x, ms in self._out_targets.items():
+            for b, pb in self._base_out.get(x, {}).values():
+                for m in ms:
+                    self.node(m).out_links.setdefault(x, {})[b[1]] = (b, pb)
+
+    def _ship_link(self, src, dst, b, pb) -> None:
+        if src == dst:
+            self.node(dst).out_links.setdefault(b[0], {})[b[1]] = (b, pb)
+            return
+        self.stats["link_copies"] += 1
+        self._emit(src, dst, "link", b, pb)
 
     def _edge_insert(self, n, e, pv) -> None:
         nd = self.node(n)
@@ -443,7 +486,7 @@ class Engine:
         self._dead_recent |= dead
         if self.clock_period:
             self._clock = 0
-        if self.covers:
+        if self.two_hop:
             self._make_ghosts(dead)
         promos, lost = [], {}
         for n, nd in self.nodes.items():
@@ -542,16 +585,27 @@ class Engine:
             for k, (_, c) in list(nd.ghosts.items()):
                 if not c.isdisjoint(dead):
                     del nd.ghosts[k]
+            self._sweep_links(nd.out_links, dead)
             for x, bs in list(nd.base_to.items()):
                 live = {b for b in bs if b in nd.agg.h.f}
                 if live:
                     nd.base_to[x] = live
                 else:
                     del nd.base_to[x]
+        self._sweep_links(self._base_out, dead)
         if self._stale:
             self._stale_ratio = max((before - self._lazy_entries()) / self._stale, 1.0)
         self._stale = 0
         self.stats["sweeps"] += 1
+
+    @staticmethod
+    def _sweep_links(table: dict, dead) -> None:
+        for x, links in list(table.items()):
+            for p, (_, c) in list(links.items()):
+                if not c.isdisjoint(dead):
+                    del links[p]
+            if not links:
+                del table[x]
 
     def _lazy_entries(self) -> int:
         return (sum(len(nd.agg.h) for nd in self.nodes.values())
@@ -634,7 +688,66 @@ class Engine:
         if gh is not None and gh[0] < rt and gh[1].isdisjoint(dead):
             self.stats["held_by_ghost"] += 1
             return gh[1]
+        links = nd.out_links.get(x) if self.two_hop and self._clock is not None else None
+        if links:
+            c = self._two_hop(n, nd, t, links, rt)
+            if c is not None and not c.isdisjoint(dead):
+                c = None
+            if c is not None:
+                self.stats["held_by_two_hop"] += 1
+                return c
         return None
+
+    def _two_hop(self, n, nd: _Node, t, links, rt):
+        """Cube of a live path x→p→r' that beats ``t`` = link(x, z) ⋈ r, known here; or None.
+
+        ``links``: x's links shipped here. r' is r after its first link (p = the vertex after z;
+        r' = nothing when p is y), or p's row when p lives here. Once the view has settled, x's
+        row is at least as good as any live path from x, so ``t`` is not needed while that path
+        lives; and the shortest path is never held by one (no live path beats it).
+        """
+        spec = self.spec
+        x, y, vec = t[0], t[1], t[3]
+        z = vec[1]
+        if len(vec) > 2:
+            p = vec[2]
+            lk = links.get(p)
+            if lk is not None:
+                if p == y:
+                    if spec.rank(lk[0]) < rt:
+                        return lk[1]
+                else:
+                    lz = self._link_cost(nd, x, z)
+                    r = (z, y, t[2] - lz, vec[1:])
+                    pr = nd.agg.h.f.get(r)
+                    if pr is not None:
+                        for b in nd.base_to.get(p, ()):  # link(z, p): the live one (r's first link)
+                            pb = nd.agg.h.f.get(b) if b[0] == z else None
+                            if pb is not None and pb <= pr:
+                                suf = spec.suffix(r, b)
+                                out = spec.combine(lk[0], suf) if suf is not None else None
+                                if out is not None and spec.rank(out) < rt:
+                                    return lk[1] & pr
+                                break
+        node_of = self.node_of
+        for p, (b, pb) in links.items():
+            if p == z or node_of(p) != n:
+                continue
+            if p == y:
+                if spec.rank(b) < rt:
+                    return pb
+                continue
+            for rp in nd.fix_group.get((p, y), ()):
+                out = spec.combine(b, rp)
+                if out is not None and spec.rank(out) < rt:
+                    return pb & nd.fix.get(rp)
+        return None
+
+    def _link_cost(self, nd: _Node, x, z):
+        for e in nd.s_by_o.get(x, ()):
+            if e[1] == z:
+                return e[2]
+        raise InvariantError(f"no edge copy {x!r}->{z!r}")
 
     def _path_messages(self, dead: set[str]) -> int:
         """Messages if DEL(v) only followed the paths formulas with v were shipped on.
@@ -674,6 +787,8 @@ class Engine:
                             # the receiver had it or better (AggSel: from another sender): the
                             # measure of what senders ship without knowing the receiver's state
                             self.stats["arrivals_unused"] += 1
+                    elif kind == "link":
+                        self.node(dst).out_links.setdefault(item[0], {})[item[1]] = (item, pv)
                     else:
                         self._edge_insert(dst, item, pv)
                 self._ship_outboxes()

@@ -245,11 +245,12 @@ class ProvImpl:
         if eng.covers:  # base tuples by their second vertex (where covers are looked up)
             for r, names in self.front.live_bases():
                 eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
-                if len(names) == 1:
-                    eng._var_base[next(iter(names))] = r
                 if eng.clock_period:
                     c = self.spec.rank(r)[0]
                     eng._min_cost = c if eng._min_cost is None else min(eng._min_cost, c)
+        if eng.two_hop:  # ghosts start empty; link copies as they were shipped (not counted again)
+            eng.rebuild_link_copies([(r, self._pv(names)) for r, names in self.front.live_bases()],
+                                    [e for e, _ in self.front.live_edges()])
 
 
 class _View:

@@ -162,7 +162,7 @@ def _held_are_beaten(view) -> None:
 
 
 def test_ship_clock_and_ghosts_ship_less_and_change_nothing():
-    """Deletions with the ship clock and ghost covers (default) against no clock and DRed.
+    """Deletions with the ship clock, ghost and two-hop covers (default) against no clock and DRed.
 
     Links are deleted one direction at a time (the tail's paths through a deleted link leave
     ghosts at its node), then re-inserted with other costs and expiring, so ghosts of dead
@@ -186,7 +186,8 @@ def test_ship_clock_and_ghosts_ship_less_and_change_nothing():
             _channel_bests_are_join_minima(on)
             _held_are_beaten(on)
     st_on, st_off = on.stats(), off.stats()
-    assert st_on["held_by_ghost"] > 0 and st_on["idle_rounds"] > 0 and not off.stats().get("idle_rounds")
+    assert st_on["held_by_ghost"] > 0 and st_on["held_by_two_hop"] > 0 and st_on["link_copies"] > 0
+    assert st_on["idle_rounds"] > 0 and not off.stats().get("idle_rounds")
     assert st_on["tuples_shipped"] - s0[0] < st_off["tuples_shipped"] - s0[1]
     for i, (u, w, c) in enumerate(gone):  # back, cheaper or dearer, some expiring, some deleted again
         item = (u, w, c + rng.choice((-1, 1, 3)) if c > 1 else c + 1, rng.choice((None, 40 + i, 45)))
