@@ -250,7 +250,7 @@ class ProvImpl:
                     eng._min_cost = c if eng._min_cost is None else min(eng._min_cost, c)
         if eng.two_hop:  # ghosts start empty; link copies as they were shipped (not counted again)
             eng.rebuild_link_copies([(r, self._pv(names)) for r, names in self.front.live_bases()],
-                                    [e for e, _ in self.front.live_edges()])
+                                    [(e, self._pv(names)) for e, names in self.front.live_edges()])
 
 
 class _View:
