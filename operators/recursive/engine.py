@@ -751,13 +751,12 @@ class Engine:
                         return lk[1]
                 else:
                     lz = self._link_cost(nd, x, z)
-                    r = (z, y, t[2] - lz, vec[1:])
-                    pr = nd.agg.h.f.get(r)
+                    pr = None if lz is None else nd.agg.h.f.get((z, y, t[2] - lz, vec[1:]))
                     if pr is not None:
                         for b in nd.base_to.get(p, ()):  # link(z, p): the live one (r's first link)
                             pb = nd.agg.h.f.get(b) if b[0] == z else None
                             if pb is not None and pb <= pr:
-                                suf = spec.suffix(r, b)
+                                suf = spec.suffix((z, y, t[2] - lz, vec[1:]), b)
                                 out = spec.combine(lk[0], suf) if suf is not None else None
                                 if out is not None and spec.rank(out) < rt:
                                     return lk[1] & pr
@@ -793,7 +792,10 @@ class Engine:
             suf = None
             pr = self.prov.true
         else:
-            r = (z, y, t[2] - self._link_cost(nd, x, z), vec[1:])
+            lz = self._link_cost(nd, x, z)
+            if lz is None:
+                return None
+            r = (z, y, t[2] - lz, vec[1:])
             pr = nd.agg.h.f.get(r)
             if pr is None:
                 return None
@@ -824,7 +826,7 @@ class Engine:
         for e in nd.s_by_o.get(x, ()):
             if e[1] == z:
                 return e[2]
-        raise InvariantError(f"no edge copy {x!r}->{z!r}")
+        return None  # the edge t was derived through is gone (t is no channel best then)
 
     def _path_messages(self, dead: set[str]) -> int:
         """Messages if DEL(v) only followed the paths formulas with v were shipped on.
