@@ -56,9 +56,16 @@ class Spec:
     extra_ranks: tuple = ()  # further aggregates kept by a multi-aggregate AggSel
     one_derivation: bool = False  # every tuple has exactly one derivation (provenance = a cube)
     suffix: Optional[Callable] = None  # (r, base b) -> r without b's link in front (None if not)
+    # (derived r) -> (its cost, the vertex it was derived at, the vertex it goes to): the ship
+    # clock's key (lazy shortest paths after a deletion; see Engine._due)
+    ship_key: Optional[Callable] = None
 
     def gkey(self, r):
         return self.group(r) if self.group is not None else r
+
+
+def _vkey(v):
+    return (isinstance(v, str), v)
 
 
 def partitioner(nodes):
@@ -74,7 +81,7 @@ def partitioner(nodes):
 
 class _Node:
     __slots__ = ("fix", "r_by_key", "s", "s_by_j", "s_by_o", "agg", "fix_group", "base_to", "bases",
-                 "base_of_var")
+                 "base_of_var", "ghosts", "out_links", "in_links")
 
     def __init__(self, prov: Provenance, spec: Spec, lazy_sel: bool = False, local: bool = False) -> None:
         self.fix = ProvTable(prov)
@@ -88,6 +95,9 @@ class _Node:
         self.base_to: dict = {}  # covers: second vertex -> base tuples held here (maybe dead)
         self.bases: dict = {}  # local re-derivation: group -> {live base tuple: provenance}
         self.base_of_var: dict = {}  # local re-derivation: variable -> (group, base tuple)
+        self.ghosts: dict = {}  # covers: (x, y) -> (rank, cube) of a path x holds, cut from a dead one
+        self.out_links: dict = {}  # two-hop covers: x -> {p: (link(x, p), cube)} for x with edges here
+        self.in_links: dict = {}  # two-hop covers: p -> {w: (edge(w, p), cube)} for p with links here
 
 
 class _Channel:
@@ -107,7 +117,8 @@ class Engine:
     """The distributed plan of Fig. 4 over simulated nodes; see the module docstring."""
 
     def __init__(self, spec: Spec, prov: Provenance, nodes=1, ship: str = "lazy",
-                 flush_every: Optional[int] = None, max_rounds: Optional[int] = None) -> None:
+                 flush_every: Optional[int] = None, max_rounds: Optional[int] = None,
+                 clock_period: int = 2, clock_unit=None) -> None:
         if ship not in SHIP_MODES:
             raise ConfigError(f"recursive view {spec.name}: ship must be one of {SHIP_MODES}, got {ship!r}")
         self.spec, self.prov, self.ship = spec, prov, ship
@@ -134,6 +145,20 @@ class Engine:
         self._dead_recent: set = set()  # lazy_sel: variables killed since the last sweep
         self._stale = 0  # lazy_sel: rows and channel bests removed since the last sweep
         self._stale_ratio = 4.0  # lazy_sel: dead lazy entries per such removal (learnt at each sweep)
+        # Ship clock (covers views, after a deletion): a queued candidate waits for its turn in a
+        # cycle of ``clock_period`` rounds, by which end of its link is smaller and, for a period
+        # > 2, by cost (``clock_unit``: None = the smallest link cost seen); 0 or None: off.
+        self.clock_period = clock_period if self.covers and spec.ship_key is not None else None
+        self.clock_unit = clock_unit
+        self._min_cost = None  # smallest base cost seen (the clock's unit when clock_unit is None)
+        self._clock = None  # rounds since the deletion, while one is being run to quiescence
+        self._var_base: dict = {}  # covers: variable -> the base tuple (link) it labels
+        # Two-hop covers: a node holding link(x, z) also gets copies of x's other links (shipped,
+        # counted), so x→p→r' bounds x's row for any live p-row r' it knows.
+        self.two_hop = self.covers and getattr(prov, "backend", None) == "cube"
+        self._base_out: dict = {}  # x -> {p: (base link(x, p), cube)} (at x's node)
+        self._out_targets: dict = {}  # x -> nodes holding an edge copy out of x
+        self._in_targets: dict = {}  # p -> nodes holding a link into p (at p's node)
 
     # -- helpers -------------------------------------------------------------------------------
     def node(self, n) -> _Node:
@@ -184,6 +209,17 @@ class Engine:
         n = self.node_of(r[0])
         if self.covers:
             self.node(n).base_to.setdefault(r[1], set()).add(r)
+            if self.two_hop and len(pv) == 1:
+                for v in pv:
+                    self._var_base[v] = r
+            if self.two_hop:
+                self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
+                for m in self._out_targets.get(r[0], ()):
+                    self._ship_link(n, m, r, pv)
+            if self.clock_period and self.spec.ship_key is not None:
+                c = self.spec.rank(r)[0]
+                if self._min_cost is None or c < self._min_cost:
+                    self._min_cost = c
         if self.local:
             self.keep_base(self.node(n), r, pv)
         self._fix_insert(n, r, pv)
@@ -248,7 +284,53 @@ class Engine:
     # -- join S side -----------------------------------------------------------------------------
     def insert_edge(self, e, pv) -> None:
         """Ship an edge copy from the node of ``e[0]`` to the node of its join end."""
-        self._emit(self.node_of(e[0]), self.node_of(self.spec.j(e)), "edge", e, pv)
+        src, dst = self.node_of(e[0]), self.node_of(self.spec.j(e))
+        self._emit(src, dst, "edge", e, pv)
+        if self.two_hop:
+            x = self.spec.o(e)
+            ts = self._out_targets.setdefault(x, set())
+            if dst not in ts:  # a new node with links out of x: it gets x's live links
+                ts.add(dst)
+                dead = self._dead_recent
+                for b, pb in self._base_out.get(x, {}).values():
+                    if pb.isdisjoint(dead):
+                        self._ship_link(src, dst, b, pb)
+
+    def rebuild_link_copies(self, bases, edges) -> None:
+        """Two-hop covers after a restore: live links and edge copies, (tuple, cube) each, as shipped."""
+        for r, pv in bases:
+            self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
+            if len(pv) == 1:
+                for v in pv:
+                    self._var_base[v] = r
+        into: dict = {}
+        for e, pe in edges:
+            x, p = self.spec.o(e), self.spec.j(e)
+            self._out_targets.setdefault(x, set()).add(self.node_of(p))
+            self._in_targets.setdefault(p, set()).add(self.node_of(x))
+            into.setdefault(p, []).append((e, pe))
+        for x, ms in self._out_targets.items():
+            for b, pb in self._base_out.get(x, {}).values():
+                for m in ms:
+                    self.node(m).out_links.setdefault(x, {})[b[1]] = (b, pb)
+        for p, ms in self._in_targets.items():
+            for e, pe in into.get(p, ()):
+                for m in ms:
+                    self.node(m).in_links.setdefault(p, {})[e[0]] = (e, pe)
+
+    def _ship_in_link(self, src, dst, e, pe) -> None:
+        if src == dst:
+            self.node(dst).in_links.setdefault(e[1], {})[e[0]] = (e, pe)
+            return
+        self.stats["link_copies"] += 1
+        self._emit(src, dst, "in_link", e, pe)
+
+    def _ship_link(self, src, dst, b, pb) -> None:
+        if src == dst:
+            self.node(dst).out_links.setdefault(b[0], {})[b[1]] = (b, pb)
+            return
+        self.stats["link_copies"] += 1
+        self._emit(src, dst, "link", b, pb)
 
     def _edge_insert(self, n, e, pv) -> None:
         nd = self.node(n)
@@ -258,6 +340,18 @@ class Engine:
         nd.s_by_j[j].add(e)
         if self.lazy_sel:
             nd.s_by_o[self.spec.o(e)].add(e)
+        if self.two_hop:  # p's links in go to the nodes holding a link into p
+            m = self.node_of(self.spec.o(e))
+            ts = self._in_targets.setdefault(j, set())
+            if m not in ts:
+                ts.add(m)
+                dead = self._dead_recent
+                for f in nd.s_by_j[j]:
+                    pf = nd.s.get(f)
+                    if f != e and pf is not None and pf.isdisjoint(dead):
+                        self._ship_in_link(n, m, f, pf)
+            for m2 in ts:
+                self._ship_in_link(n, m2, e, pv)
         for r in tuple(nd.r_by_key.get(j, ())):
             out = self.spec.combine(e, r)
             if out is not None:
@@ -452,6 +546,10 @@ class Engine:
         spec = self.spec
         self.stats["deletion_messages"] += len(dead) * max(len(self.nodes) - 1, 0)
         self._dead_recent |= dead
+        if self.clock_period:
+            self._clock = 0
+        if self.two_hop:
+            self._make_ghosts(dead)
         promos, lost = [], {}
         for n, nd in self.nodes.items():
             _, rows = nd.fix.kill(dead)
@@ -536,6 +634,43 @@ class Engine:
                     out.append((n, c, pv))
         return out
 
+    def _make_ghosts(self, dead) -> None:
+        """Covers that outlive a link: when link(z, x) dies, z's paths through it lose their first
+        link only; each one's suffix from x (its cube minus that link's variable) lives on in x's
+        AggSel, so x holds it or better for as long as that cube lives. Kept per (x, y) at z's node,
+        the best one only; ``_cover`` uses it like a live ``link(z, x) ⋈ r``. (On transit-stub
+        400, a deleted link's tail went on shipping its changed rows to the head, which held
+        better paths: ~20 arrivals per deletion.)
+        """
+        spec = self.spec
+        for v in dead:
+            b = self._var_base.pop(v, None)
+            if b is None:
+                continue
+            z, x = b[0], b[1]
+            nd = self.nodes.get(self.node_of(z))
+            if nd is None:
+                continue
+            h_f, ghosts = nd.agg.h.f, nd.ghosts
+            for g, ms in nd.agg.members.items():
+                if g[0] != z:
+                    continue
+                for h in ms:
+                    ph = h_f.get(h)
+                    if ph is None or v not in ph:
+                        continue
+                    suf = spec.suffix(h, b)
+                    if suf is None:
+                        continue
+                    c = self.prov.conj([u for u in ph if u != v])
+                    if not c.isdisjoint(dead) or not c.isdisjoint(self._dead_recent):
+                        continue
+                    k = (x, g[1])
+                    rs = spec.rank(suf)
+                    old = ghosts.get(k)
+                    if old is None or rs < old[0] or not old[1].isdisjoint(self._dead_recent):
+                        ghosts[k] = (rs, c)
+
     def sweep(self) -> None:
         """Lazy_sel: drop the alternatives and shipped records that hold a dead variable.
 
@@ -555,16 +690,31 @@ class Engine:
         for ch in self.channels.values():
             ch.sel.sweep(dead)
         for nd in self.nodes.values():
+            for k, (_, c) in list(nd.ghosts.items()):
+                if not c.isdisjoint(dead):
+                    del nd.ghosts[k]
+            self._sweep_links(nd.out_links, dead)
+            self._sweep_links(nd.in_links, dead)
             for x, bs in list(nd.base_to.items()):
                 live = {b for b in bs if b in nd.agg.h.f}
                 if live:
                     nd.base_to[x] = live
                 else:
                     del nd.base_to[x]
+        self._sweep_links(self._base_out, dead)
         if self._stale:
             self._stale_ratio = max((before - self._lazy_entries()) / self._stale, 1.0)
         self._stale = 0
         self.stats["sweeps"] += 1
+
+    @staticmethod
+    def _sweep_links(table: dict, dead) -> None:
+        for x, links in list(table.items()):
+            for p, (_, c) in list(links.items()):
+                if not c.isdisjoint(dead):
+                    del links[p]
+            if not links:
+                del table[x]
 
     def _lazy_entries(self) -> int:
         return (sum(len(nd.agg.h) for nd in self.nodes.values())
@@ -593,10 +743,34 @@ class Engine:
         if not self._outboxes:
             return
         boxes, self._outboxes = self._outboxes, {}
+        ready = None if self._clock is None else (lambda t: self._due(t) == self._clock)
         for (src, dst), ch in boxes.items():
             cover = (lambda t, n=src: self._cover(n, t)) if self.covers else None
-            for t, pv in ch.sel.take(cover):
+            for t, pv in ch.sel.take(cover, ready):
                 self._emit(src, dst, "rins", t, pv)
+            if ch.sel.outbox:  # waiting for their turn
+                self._outboxes[(src, dst)] = ch
+
+    def _due(self, t) -> int:
+        """The first round (since the deletion, >= now) in which queued candidate ``t`` may ship.
+
+        Key = 2 * (cost in units) + (1 if the vertex t was derived at is larger than the one it
+        goes to), taken modulo ``clock_period``: a candidate waits at most period - 1 rounds. Two
+        neighbours x, z that both changed their rows to y at the same cost each queue a candidate
+        for the other, and neither is any use (x→z→r costs a link more than z's own row r). The
+        tie bit sends one of them first; it reaches the other's node before that one's turn, where
+        it is a cover (``_cover``) for the candidate waiting there. The cost bits order candidates
+        whose costs differ by a unit the same way (Dijkstra's order, cut to a cycle: enough for
+        neighbours, whose rows differ by at most a link's cost). The receiver's view is the same
+        whatever the order: only shipping is delayed. The default period 2 keeps the tie bit only
+        (odd rounds for one end, even rounds for the other): with two-hop covers, period 4 shipped
+        0-2% fewer tuples on transit-stub and took ~2 more rounds per deletion; no cycle at all
+        (Dijkstra's order by cost) took ~60 timer rounds per deletion.
+        """
+        cost, at, to = self.spec.ship_key(t)
+        unit = self.clock_unit or self._min_cost or 1
+        key = 2 * int(cost // unit) + (1 if _vkey(at) > _vkey(to) else 0)
+        return self._clock + (key - self._clock) % self.clock_period
 
     def _cover(self, n, t):
         """Cube of a live path the receiver of ``t`` holds and that beats ``t``, known at ``n``; or None.
@@ -622,7 +796,117 @@ class Engine:
                 if ph is not None and ph.isdisjoint(dead) and spec.rank(suf) < rt:
                     self.stats["held_by_cover"] += 1
                     return ph
+        gh = nd.ghosts.get((x, y))
+        if gh is not None and gh[0] < rt and gh[1].isdisjoint(dead):
+            self.stats["held_by_ghost"] += 1
+            return gh[1]
+        links = nd.out_links.get(x) if self.two_hop and self._clock is not None else None
+        if links:
+            c = self._two_hop(n, nd, t, links, rt)
+            if c is not None and not c.isdisjoint(dead):
+                c = None
+            if c is not None:
+                self.stats["held_by_two_hop"] += 1
+                return c
         return None
+
+    def _two_hop(self, n, nd: _Node, t, links, rt):
+        """Cube of a live path x→p→r' that beats ``t`` = link(x, z) ⋈ r, known here; or None.
+
+        ``links``: x's links shipped here. r' is r after its first link (p = the vertex after z;
+        r' = nothing when p is y), or p's row when p lives here. Once the view has settled, x's
+        row is at least as good as any live path from x, so ``t`` is not needed while that path
+        lives; and the shortest path is never held by one (no live path beats it).
+        """
+        spec = self.spec
+        x, y, vec = t[0], t[1], t[3]
+        z = vec[1]
+        dead = self._dead_recent
+        if len(vec) > 2:
+            p = vec[2]
+            lk = links.get(p)
+            if lk is not None and lk[1].isdisjoint(dead):
+                if p == y:
+                    if spec.rank(lk[0]) < rt:
+                        return lk[1]
+                else:
+                    lz = self._link_cost(nd, x, z)
+                    pr = None if lz is None else nd.agg.h.f.get((z, y, t[2] - lz, vec[1:]))
+                    if pr is not None:
+                        for b in nd.base_to.get(p, ()):  # link(z, p): the live one (r's first link)
+                            pb = nd.agg.h.f.get(b) if b[0] == z else None
+                            if pb is not None and pb <= pr:
+                                suf = spec.suffix((z, y, t[2] - lz, vec[1:]), b)
+                                out = spec.combine(lk[0], suf) if suf is not None else None
+                                if out is not None and spec.rank(out) < rt:
+                                    return lk[1] & pr
+                                break
+        if len(vec) > 2:  # x→w→p→r' for a link(w, p) into r's second vertex p
+            p = vec[2]
+            ins = nd.in_links.get(p)
+            if ins:
+                c = self._diamond(nd, t, links, ins, rt)
+                if c is not None:
+                    return c
+        node_of = self.node_of
+        for p, (b, pb) in links.items():
+            if p == z or node_of(p) != n:
+                continue
+            if not pb.isdisjoint(dead):
+                continue
+            if p == y:
+                if spec.rank(b) < rt:
+                    return pb
+                continue
+            for rp in nd.fix_group.get((p, y), ()):
+                out = spec.combine(b, rp)
+                if out is not None and spec.rank(out) < rt:
+                    return pb & nd.fix.get(rp)
+        return None
+
+    def _diamond(self, nd: _Node, t, links, ins, rt):
+        spec = self.spec
+        x, y, vec = t[0], t[1], t[3]
+        z, p = vec[1], vec[2]
+        if p == y:
+            suf = None
+            pr = self.prov.true
+        else:
+            lz = self._link_cost(nd, x, z)
+            if lz is None:
+                return None
+            r = (z, y, t[2] - lz, vec[1:])
+            pr = nd.agg.h.f.get(r)
+            if pr is None:
+                return None
+            suf = None
+            for b in nd.base_to.get(p, ()):
+                pb = nd.agg.h.f.get(b) if b[0] == z else None
+                if pb is not None and pb <= pr:
+                    suf = spec.suffix(r, b)
+                    break
+            if suf is None:
+                return None
+        for w, (b, pb) in links.items():
+            if w == z or w == p:
+                continue
+            il = ins.get(w)
+            if il is None:
+                continue
+            e, pe = il
+            mid = (w, p, e[2], (w, p)) if suf is None else spec.combine(e, suf)
+            out = spec.combine(b, mid) if mid is not None else None
+            if out is not None and spec.rank(out) < rt:
+                c = pb & pe & pr
+                if c.isdisjoint(self._dead_recent):
+                    return c
+        return None
+
+    def _link_cost(self, nd: _Node, x, z):
+        for e in nd.s_by_o.get(x, ()):
+            if e[1] == z:
+                return e[2]
+        return None  # the edge t was derived through is gone (t is no channel best then)
 
     def _path_messages(self, dead: set[str]) -> int:
         """Messages if DEL(v) only followed the paths formulas with v were shipped on.
@@ -651,6 +935,8 @@ class Engine:
             while self.queue:
                 batch, self.queue = self.queue, []
                 self.stats["rounds"] += 1
+                if self._clock is not None:
+                    self._clock += 1
                 if self.max_rounds is not None and self.stats["rounds"] > self.max_rounds:
                     raise InvariantError(f"recursive view {self.spec.name}: no fixpoint after "
                                          f"{self.max_rounds} rounds ({self.stats['derivations']} derivations)")
@@ -660,6 +946,10 @@ class Engine:
                             # the receiver had it or better (AggSel: from another sender): the
                             # measure of what senders ship without knowing the receiver's state
                             self.stats["arrivals_unused"] += 1
+                    elif kind == "link":
+                        self.node(dst).out_links.setdefault(item[0], {})[item[1]] = (item, pv)
+                    elif kind == "in_link":
+                        self.node(dst).in_links.setdefault(item[1], {})[item[0]] = (item, pv)
                     else:
                         self._edge_insert(dst, item, pv)
                 self._ship_outboxes()
@@ -672,7 +962,14 @@ class Engine:
                     if len(ch.buf):
                         self._flush(src, d, ch)
                 continue
+            if self._clock is not None and self._outboxes:
+                # nothing in flight: candidates wait for their turn (timer rounds, no delivery)
+                nxt = min(self._due(t) for ch in self._outboxes.values() for t in ch.sel.outbox)
+                self.stats["idle_rounds"] += nxt - self._clock
+                self._clock = nxt
+                continue
             break
+        self._clock = None
         self.prov.maybe_gc()
 
     def begin(self) -> None:

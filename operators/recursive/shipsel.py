@@ -80,14 +80,18 @@ class ShipSel:
         g = self.group(t)
         return any(self.best.get((g, i)) == t for i in range(len(self.ranks)))
 
-    def take(self, cover=None) -> list:
+    def take(self, cover=None, ready=None) -> list:
         """[(tuple, provenance)] to ship now: queued tuples still best for some aggregate.
 
         ``cover(t)``: the cube of a live path the receiver is known to hold that beats ``t``
         (None if none); such a ``t`` is held, and queued again when that path dies.
+        ``ready(t)``: False keeps ``t`` queued (the engine's ship clock: not its turn yet).
         """
-        out = []
+        out, later = [], {}
         for t, pv in self.outbox.items():
+            if ready is not None and not ready(t):
+                later[t] = pv
+                continue
             if self.is_best(t):
                 c = cover(t) if cover is not None else None
                 if c is not None:
@@ -97,7 +101,7 @@ class ShipSel:
                     continue
                 self.shipped.put(t, pv)
                 out.append((t, pv))
-        self.outbox = {}
+        self.outbox = later
         return out
 
     def _index(self, k, pv) -> None:

@@ -96,6 +96,7 @@ SHORTEST = Spec(
     one_derivation=True,  # a path tuple names its links, each with one live variable
     suffix=lambda r, b: ((b[1], r[1], r[2] - b[2], r[3][1:])
                          if len(r[3]) > 2 and r[3][0] == b[0] and r[3][1] == b[1] else None),
+    ship_key=lambda r: (r[2], r[3][1] if len(r[3]) > 1 else r[0], r[0]),
 )
 
 
@@ -122,11 +123,12 @@ class ProvImpl:
         eng = self.engine
         self._complete = None
         if ev.dead:
-            r0 = eng.stats["rounds"]
+            r0 = eng.stats["rounds"] + eng.stats["idle_rounds"]
             eng.kill(ev.dead)
             eng.run()
-            # the broadcast of the dead variables is a round; then the FIFO rounds to quiescence
-            eng.stats["deletion_rounds"] += 1 + eng.stats["rounds"] - r0
+            # the broadcast of the dead variables is a round; then the FIFO rounds to quiescence,
+            # the ship clock's timer rounds (nothing in flight, a candidate waits its turn) included
+            eng.stats["deletion_rounds"] += 1 + eng.stats["rounds"] + eng.stats["idle_rounds"] - r0
             for v in ev.dead:  # dead variables never come back (fresh ones per insertion)
                 self.prov.labels.pop(v, None)
         for r, names in ev.bases:
@@ -247,8 +249,14 @@ class ProvImpl:
                 ch.agg.rebuild()
         eng.rebuild_alternatives()  # lazy alternatives are join pairs: derived from the join state
         if eng.covers:  # base tuples by their second vertex (where covers are looked up)
-            for r, _ in self.front.live_bases():
+            for r, names in self.front.live_bases():
                 eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
+                if eng.clock_period:
+                    c = self.spec.rank(r)[0]
+                    eng._min_cost = c if eng._min_cost is None else min(eng._min_cost, c)
+        if eng.two_hop:  # ghosts start empty; link copies as they were shipped (not counted again)
+            eng.rebuild_link_copies([(r, self._pv(names)) for r, names in self.front.live_bases()],
+                                    [(e, self._pv(names)) for e, names in self.front.live_edges()])
         if eng.local:  # base tuples by group (a removed row is re-derived from them)
             for r, names in self.front.live_bases():
                 eng.keep_base(eng.node(eng.node_of(r[0])), r, self._pv(names))

@@ -173,3 +173,50 @@ def test_one_node_keeps_the_bests_only_and_rederives(aggregates):
         live = _live_vars(v)
         assert all(pv <= live for bs in nd.bases.values() for pv in bs.values())
     assert eng.stats["rederivations"] > 0
+
+
+def _held_are_beaten(view) -> None:
+    eng = view._impl.engine
+    for (src, dst), ch in eng.channels.items():
+        for t in ch.sel.held:
+            assert ch.sel.is_best(t) and t not in ch.sel.shipped
+            r = eng.current((t[0], t[1]))
+            assert r is not None and eng.spec.rank(r) < eng.spec.rank(t)
+
+
+def test_ship_clock_and_ghosts_ship_less_and_change_nothing():
+    """Deletions with the ship clock, ghost and two-hop covers (default) against no clock and DRed.
+
+    Links are deleted one direction at a time (the tail's paths through a deleted link leave
+    ghosts at its node), then re-inserted with other costs and expiring, so ghosts of dead
+    suffixes and re-born links meet.
+    """
+    g = transit_stub(150, seed=5)
+    on, off = ShortestPathView(nodes=6), ShortestPathView(nodes=6)
+    off._impl.engine.clock_period = None
+    dred = DRedShortestPathView(nodes=6)
+    for v in (on, off, dred):
+        v.apply(g.edges, now=0)
+    s0 = on.stats()["tuples_shipped"], off.stats()["tuples_shipped"]
+    rng = random.Random(3)
+    gone = []
+    for i, e in enumerate(g.edges[::5][:30]):
+        for v in (on, off, dred):
+            v.apply(deletes=[e[:2]], now=1 + i)
+        gone.append(e)
+        assert on.rows() == off.rows() == dred.rows()
+        if i % 4 == 0:
+            _channel_bests_are_join_minima(on)
+            _held_are_beaten(on)
+    st_on, st_off = on.stats(), off.stats()
+    assert st_on["held_by_ghost"] > 0 and st_on["held_by_two_hop"] > 0 and st_on["link_copies"] > 0
+    assert st_on["idle_rounds"] > 0 and not off.stats().get("idle_rounds")
+    assert st_on["tuples_shipped"] - s0[0] < st_off["tuples_shipped"] - s0[1]
+    for i, (u, w, c) in enumerate(gone):  # back, cheaper or dearer, some expiring, some deleted again
+        item = (u, w, c + rng.choice((-1, 1, 3)) if c > 1 else c + 1, rng.choice((None, 40 + i, 45)))
+        for v in (on, off, dred):
+            v.apply(inserts=[item], deletes=[gone[(i * 7) % len(gone)][:2]] if i % 3 == 0 else [], now=31 + i)
+        assert on.rows() == off.rows() == dred.rows()
+        if i % 4 == 0:
+            _channel_bests_are_join_minima(on)
+            _held_are_beaten(on)
