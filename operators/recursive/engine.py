@@ -215,7 +215,7 @@ class Engine:
             if self.two_hop:
                 self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
                 for m in self._out_targets.get(r[0], ()):
-                    self._ship_link(n, m, r, pv)
+                    self._ship_copy(n, m, "link", r, pv)
             if self.clock_period and self.spec.ship_key is not None:
                 c = self.spec.rank(r)[0]
                 if self._min_cost is None or c < self._min_cost:
@@ -294,7 +294,7 @@ class Engine:
                 dead = self._dead_recent
                 for b, pb in self._base_out.get(x, {}).values():
                     if pb.isdisjoint(dead):
-                        self._ship_link(src, dst, b, pb)
+                        self._ship_copy(src, dst, "link", b, pb)
 
     def rebuild_link_copies(self, bases, edges) -> None:
         """Two-hop covers after a restore: live links and edge copies, (tuple, cube) each, as shipped."""
@@ -312,25 +312,25 @@ class Engine:
         for x, ms in self._out_targets.items():
             for b, pb in self._base_out.get(x, {}).values():
                 for m in ms:
-                    self.node(m).out_links.setdefault(x, {})[b[1]] = (b, pb)
+                    self._store_copy(m, "link", b, pb)
         for p, ms in self._in_targets.items():
             for e, pe in into.get(p, ()):
                 for m in ms:
-                    self.node(m).in_links.setdefault(p, {})[e[0]] = (e, pe)
+                    self._store_copy(m, "in_link", e, pe)
 
-    def _ship_in_link(self, src, dst, e, pe) -> None:
+    def _ship_copy(self, src, dst, kind, item, pv) -> None:
+        """A link copy for two-hop covers (``kind`` "link": one of x's links; "in_link": a link into p)."""
         if src == dst:
-            self.node(dst).in_links.setdefault(e[1], {})[e[0]] = (e, pe)
+            self._store_copy(dst, kind, item, pv)
             return
         self.stats["link_copies"] += 1
-        self._emit(src, dst, "in_link", e, pe)
+        self._emit(src, dst, kind, item, pv)
 
-    def _ship_link(self, src, dst, b, pb) -> None:
-        if src == dst:
-            self.node(dst).out_links.setdefault(b[0], {})[b[1]] = (b, pb)
-            return
-        self.stats["link_copies"] += 1
-        self._emit(src, dst, "link", b, pb)
+    def _store_copy(self, n, kind, item, pv) -> None:
+        if kind == "link":
+            self.node(n).out_links.setdefault(item[0], {})[item[1]] = (item, pv)
+        else:
+            self.node(n).in_links.setdefault(item[1], {})[item[0]] = (item, pv)
 
     def _edge_insert(self, n, e, pv) -> None:
         nd = self.node(n)
@@ -349,9 +349,9 @@ class Engine:
                 for f in nd.s_by_j[j]:
                     pf = nd.s.get(f)
                     if f != e and pf is not None and pf.isdisjoint(dead):
-                        self._ship_in_link(n, m, f, pf)
+                        self._ship_copy(n, m, "in_link", f, pf)
             for m2 in ts:
-                self._ship_in_link(n, m2, e, pv)
+                self._ship_copy(n, m2, "in_link", e, pv)
         for r in tuple(nd.r_by_key.get(j, ())):
             out = self.spec.combine(e, r)
             if out is not None:
@@ -946,10 +946,8 @@ class Engine:
                             # the receiver had it or better (AggSel: from another sender): the
                             # measure of what senders ship without knowing the receiver's state
                             self.stats["arrivals_unused"] += 1
-                    elif kind == "link":
-                        self.node(dst).out_links.setdefault(item[0], {})[item[1]] = (item, pv)
-                    elif kind == "in_link":
-                        self.node(dst).in_links.setdefault(item[1], {})[item[0]] = (item, pv)
+                    elif kind == "link" or kind == "in_link":
+                        self._store_copy(dst, kind, item, pv)
                     else:
                         self._edge_insert(dst, item, pv)
                 self._ship_outboxes()
