@@ -95,6 +95,16 @@ class AggSel:
                 self._forget(b, g)
         return gone
 
+    def dominated(self, t) -> bool:
+        """True iff the best of t's group beats (or is) t for every aggregate: insert would prune it."""
+        g = self.group(t)
+        best_rank = self.best_rank
+        for i, rank in enumerate(self.ranks):
+            b = best_rank.get((g, i))
+            if b is None or rank(t) < b:
+                return False
+        return True
+
     def drop_non_bests(self) -> None:
         """``keep=False`` after a restore: a snapshot may hold alternatives (written with H)."""
         bests = set(self.best.values())

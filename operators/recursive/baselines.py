@@ -74,13 +74,22 @@ class SetImpl:
             work.append(out)
 
     def _propagate(self, work: deque) -> None:
+        self._propagate_rounds(deque((r, 0) for r in work))
+
+    def _propagate_rounds(self, work: deque) -> int:
+        """Semi-naive evaluation from (tuple, round) pairs, FIFO; returns the last round reached."""
         spec = self.spec
+        rounds = 0
         while work:
-            r = work.popleft()
+            r, k = work.popleft()
+            rounds = max(rounds, k)
             if self.view.get(spec.gkey(r)) != r:
                 continue  # beaten meanwhile
+            nxt: deque = deque()
             for e in tuple(self.s_by_j.get(r[0], ())):
-                self._derive(e, r, work)
+                self._derive(e, r, nxt)
+            work.extend((o, k + 1) for o in nxt)
+        return rounds
 
     def _add_edge(self, e, work) -> None:
         spec = self.spec
@@ -165,16 +174,7 @@ class SetImpl:
                     if self._offer(out):
                         work.append((out, base + 1))
         self.stats_["rederived"] += sum(1 for g in over if g in view)
-        while work:
-            r, k = work.popleft()
-            rounds = max(rounds, k)
-            if self.view.get(spec.gkey(r)) != r:
-                continue  # beaten meanwhile
-            nxt: deque = deque()
-            for e in tuple(self.s_by_j.get(r[0], ())):
-                self._derive(e, r, nxt)
-            work.extend((o, k + 1) for o in nxt)
-        self.stats_["deletion_rounds"] += rounds
+        self.stats_["deletion_rounds"] += max(rounds, self._propagate_rounds(work))
 
     # -- impl interface --------------------------------------------------------------------------
     def feed(self, ev: Events) -> None:

@@ -207,28 +207,32 @@ class Engine:
     def insert_base(self, r, pv) -> None:
         """Base-case tuple (B^Δ), inserted at its home node without shipping."""
         n = self.node_of(r[0])
+        self.index_base(r, pv)
+        if self.two_hop:
+            for m in self._out_targets.get(r[0], ()):
+                self._ship_copy(n, m, "link", r, pv)
+        self._fix_insert(n, r, pv)
+
+    def index_base(self, r, pv) -> None:
+        """What covers, the ship clock, two-hop covers and one-node re-derivation keep of a base
+        tuple (at insertion, and for every live one after a restore)."""
+        nd = self.node(self.node_of(r[0]))
         if self.covers:
-            self.node(n).base_to.setdefault(r[1], set()).add(r)
-            if self.two_hop and len(pv) == 1:
-                for v in pv:
-                    self._var_base[v] = r
-            if self.two_hop:
-                self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
-                for m in self._out_targets.get(r[0], ()):
-                    self._ship_copy(n, m, "link", r, pv)
+            nd.base_to.setdefault(r[1], set()).add(r)
             if self.clock_period and self.spec.ship_key is not None:
                 c = self.spec.rank(r)[0]
                 if self._min_cost is None or c < self._min_cost:
                     self._min_cost = c
+        if self.two_hop:
+            self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
+            if len(pv) == 1:
+                for v in pv:
+                    self._var_base[v] = r
         if self.local:
-            self.keep_base(self.node(n), r, pv)
-        self._fix_insert(n, r, pv)
-
-    def keep_base(self, nd: _Node, r, pv) -> None:
-        g = self.spec.gkey(r)
-        nd.bases.setdefault(g, {})[r] = pv
-        for v in pv:
-            nd.base_of_var[v] = (g, r)
+            g = self.spec.gkey(r)
+            nd.bases.setdefault(g, {})[r] = pv
+            for v in pv:
+                nd.base_of_var[v] = (g, r)
 
     def _fix_insert(self, n, r, pv, promoted: bool = False, probe: bool = True) -> bool:
         """Fixpoint input; True iff P changed (then the join was probed, unless ``probe`` is off)."""
@@ -296,13 +300,8 @@ class Engine:
                     if pb.isdisjoint(dead):
                         self._ship_copy(src, dst, "link", b, pb)
 
-    def rebuild_link_copies(self, bases, edges) -> None:
-        """Two-hop covers after a restore: live links and edge copies, (tuple, cube) each, as shipped."""
-        for r, pv in bases:
-            self._base_out.setdefault(r[0], {})[r[1]] = (r, pv)
-            if len(pv) == 1:
-                for v in pv:
-                    self._var_base[v] = r
+    def rebuild_link_copies(self, edges) -> None:
+        """Two-hop covers after a restore (bases indexed first): link copies as they were shipped."""
         into: dict = {}
         for e, pe in edges:
             x, p = self.spec.o(e), self.spec.j(e)
@@ -363,7 +362,7 @@ class Engine:
         self.stats["derivations"] += 1
         dst = self.node_of(out[0])
         if dst == src and self.spec.group is not None:
-            if self.local and self._dominated(self.nodes[src], out):
+            if self.local and self.nodes[src].agg.dominated(out):
                 # one node keeps no alternatives: what the AggSel would prune is dropped here,
                 # before its provenance is built (in-batch bests only improve, so the test holds
                 # when the message would have arrived)
@@ -385,17 +384,6 @@ class Engine:
             self._ship_lazy(src, dst, ch, out, None, a, b, pair)
             return
         self._ship(src, dst, ch, out, a & b, pair)
-
-    def _dominated(self, nd: _Node, t) -> bool:
-        """True iff the AggSel's best of t's group beats (or is) t for every aggregate."""
-        agg = nd.agg
-        g = agg.group(t)
-        best_rank = agg.best_rank
-        for i, rank in enumerate(agg.ranks):
-            b = best_rank.get((g, i))
-            if b is None or rank(t) < b:
-                return False
-        return True
 
     def _ship(self, src, dst, ch: _Channel, t, pv, pair) -> None:
         if ch.agg is not None and ch.agg.insert(t, pv) is None:
@@ -550,7 +538,7 @@ class Engine:
             self._clock = 0
         if self.two_hop:
             self._make_ghosts(dead)
-        promos, lost = [], {}
+        promos, lost, regroup = [], {}, {}  # lost: channel -> groups; regroup: node -> groups (one node)
         for n, nd in self.nodes.items():
             _, rows = nd.fix.kill(dead)
             _, edges = nd.s.kill(dead)
@@ -575,7 +563,7 @@ class Engine:
                         bs = nd.bases.get(gb[0])
                         if bs is not None and bs.pop(gb[1], None) is not None and not bs:
                             del nd.bases[gb[0]]
-                lost[n] = groups
+                regroup[n] = groups
         for key, ch in (() if self.local else self.channels.items()):
             gs = ch.sel.kill(dead)
             if gs:
@@ -589,7 +577,7 @@ class Engine:
         self.stats["promotions"] += len(promos)
         applied = [(n, r, pv) for n, r, pv in promos if self._fix_insert(n, r, pv, promoted=True, probe=False)]
         if self.local:
-            for n, gs in lost.items():
+            for n, gs in regroup.items():
                 for g in gs:
                     applied.extend(self._rederive_row(n, g))
             for n, r, pv in applied:
@@ -627,7 +615,7 @@ class Engine:
                     continue
                 self.stats["derivations"] += 1
                 self.stats["rederivations"] += 1
-                if self._dominated(nd, c):
+                if nd.agg.dominated(c):
                     continue
                 pv = fe & nd.fix.get(r)
                 if self._fix_insert(n, c, pv, probe=False):

@@ -248,18 +248,10 @@ class ProvImpl:
                 ch.agg.h.load(agg, tup)
                 ch.agg.rebuild()
         eng.rebuild_alternatives()  # lazy alternatives are join pairs: derived from the join state
-        if eng.covers:  # base tuples by their second vertex (where covers are looked up)
-            for r, names in self.front.live_bases():
-                eng.node(eng.node_of(r[0])).base_to.setdefault(r[1], set()).add(r)
-                if eng.clock_period:
-                    c = self.spec.rank(r)[0]
-                    eng._min_cost = c if eng._min_cost is None else min(eng._min_cost, c)
+        for r, names in self.front.live_bases():  # covers, clock and one-node indexes of base tuples
+            eng.index_base(r, self._pv(names))
         if eng.two_hop:  # ghosts start empty; link copies as they were shipped (not counted again)
-            eng.rebuild_link_copies([(r, self._pv(names)) for r, names in self.front.live_bases()],
-                                    [(e, self._pv(names)) for e, names in self.front.live_edges()])
-        if eng.local:  # base tuples by group (a removed row is re-derived from them)
-            for r, names in self.front.live_bases():
-                eng.keep_base(eng.node(eng.node_of(r[0])), r, self._pv(names))
+            eng.rebuild_link_copies([(e, self._pv(names)) for e, names in self.front.live_edges()])
 
 
 class _View:
