@@ -36,7 +36,9 @@ class PostgresError(IvmError):
 
 def pg_bindir() -> Path:
     """The newest installed ``/usr/lib/postgresql/<v>/bin`` (or $IVMSTREAM_PG_BINDIR)."""
-    explicit = os.environ.get("IVMSTREAM_PG_BINDIR")
+    from streaming_app.config import env
+
+    explicit = env("pg_bindir")
     if explicit:
         return Path(explicit)
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),

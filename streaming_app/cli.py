@@ -65,6 +65,7 @@ def cmd_broker(args) -> int:
 def _job_config(args):
     cfg = load_config(args.config)
     return cfg.with_overrides(bootstrap_servers=args.bootstrap_servers, master=args.master,
+                              lake_root=args.lake_root, checkpoint_root=args.checkpoint_root,
                               ui=False if getattr(args, "no_ui", False) else None)
 
 
@@ -201,13 +202,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("broker home: config, data, log, pid", "broker_dir"))
     b.set_defaults(fn=cmd_broker)
 
-    def common(sp, ui: bool = True):
+    def common(sp, ui: bool = True, lake: bool = True):
         sp.add_argument("--config", type=non_empty, default=env("config"), required=env("config") is None,
                         help=_env_help("job config (TOML)", "config"))
         sp.add_argument("--bootstrap-servers", default=env("bootstrap_servers"),
                         help=_env_help("Kafka bootstrap servers (overrides the config)", "bootstrap_servers"))
         sp.add_argument("--master", default=env("master"),
                         help=_env_help("Spark master (overrides the config)", "master"))
+        if lake:
+            sp.add_argument("--lake-root", default=env("lake_root"),
+                            help=_env_help("folder of the Delta tables (overrides [job] lake_root)", "lake_root"))
+            sp.add_argument("--checkpoint-root", default=env("checkpoint_root"),
+                            help=_env_help("folder of the job's checkpoints (overrides [job] checkpoint_root)",
+                                           "checkpoint_root"))
         if ui:
             sp.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
 
@@ -221,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
 
     pr = sub.add_parser("produce", help="send Debezium records for a declared table to Kafka")
-    common(pr, ui=False)
+    common(pr, ui=False, lake=False)
     pr.add_argument("--table", type=non_empty, required=True, help="table name declared in the config")
     src = pr.add_mutually_exclusive_group()
     src.add_argument("--file", help="CSV/TBL/Parquet file (or a .edges 'u v' edge list) to load as "

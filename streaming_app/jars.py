@@ -10,19 +10,18 @@ so ``spark_jars()`` keeps only the artifacts pyspark does not have.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from operators.errors import ConfigError
+from streaming_app.config.common import REPO_ROOT, env
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SPARK_JARS_DIR = Path(os.environ.get("IVMSTREAM_SPARK_JARS", REPO_ROOT / "jvm" / "spark" / "jars"))
-KAFKA_LIBS_DIR = Path(os.environ.get("IVMSTREAM_KAFKA_LIBS", REPO_ROOT / "jvm" / "kafka" / "libs"))
-CONNECT_LIBS_DIR = Path(os.environ.get("IVMSTREAM_CONNECT_LIBS", REPO_ROOT / "jvm" / "connect" / "libs"))
+SPARK_JARS_DIR = Path(env("spark_jars", str(REPO_ROOT / "jvm" / "spark" / "jars")))
+KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs")))
+CONNECT_LIBS_DIR = Path(env("connect_libs", str(REPO_ROOT / "jvm" / "connect" / "libs")))
 
 # The driver JVM's class-data-sharing archive, written by `make setup` (streaming_app.jvm_archive).
-ARCHIVE = Path(os.environ.get("IVMSTREAM_JVM_ARCHIVE", REPO_ROOT / "jvm" / "cds" / "spark.jsa"))
+ARCHIVE = Path(env("jvm_archive", str(REPO_ROOT / "jvm" / "cds" / "spark.jsa")))
 CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"  # an unusable archive is skipped silently
 
 _ARTIFACT = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
@@ -84,6 +83,6 @@ def connect_classpath() -> str:
 
 def archive_options() -> str:
     """Driver JVM options that map the class archive, or '' when there is none."""
-    if os.environ.get("IVMSTREAM_JVM_ARCHIVE_OFF") or not ARCHIVE.is_file():
+    if env("jvm_archive_off") or not ARCHIVE.is_file():
         return ""
     return f"-XX:SharedArchiveFile={ARCHIVE} {CDS_QUIET}"

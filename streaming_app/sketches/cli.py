@@ -23,7 +23,8 @@ from streaming_app.flags import int_in
 
 def _cfg(args):
     cfg = load_config(args.config)
-    return cfg.with_overrides(master=getattr(args, "master", None))
+    return cfg.with_overrides(master=getattr(args, "master", None), lake_root=getattr(args, "lake_root", None),
+                              checkpoint_root=getattr(args, "checkpoint_root", None))
 
 
 def _spark(cfg):

@@ -289,7 +289,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(kb, "EmbeddedBroker", reached("the broker"))
     monkeypatch.setattr(producer, "CdcProducer", reached("Kafka (producer)"))
     for var in ("IVMSTREAM_CONFIG", "IVMSTREAM_BOOTSTRAP_SERVERS", "IVMSTREAM_SPARK_MASTER",
-                "IVMSTREAM_BROKER_PORT", "IVMSTREAM_BROKER_DIR"):
+                "IVMSTREAM_BROKER_PORT", "IVMSTREAM_BROKER_DIR", "IVMSTREAM_LAKE_ROOT", "IVMSTREAM_CHECKPOINT_ROOT"):
         monkeypatch.delenv(var, raising=False)
     # The CLI reads its config at Python's default recursion limit; an engine imported by an
     # earlier test in this process (operators.recursive raises it) must not change the outcome.

@@ -207,3 +207,26 @@ def test_dump_toml_round_trips_keys_that_are_not_bare():
     data = {"spark": {"conf": {"spark.sql.streaming.minBatchesToRetain": "100", "plain": 2}},
             "tables": [{"name": "t", "columns": {"my col": "long", "x.y": "int"}}]}
     assert tomllib.loads(dump_toml(data)) == data
+
+
+def test_lake_and_checkpoint_roots_come_from_flag_then_environment_then_file(tmp_path, monkeypatch):
+    """IVMSTREAM_LAKE_ROOT / IVMSTREAM_CHECKPOINT_ROOT are the defaults of --lake-root /
+    --checkpoint-root (shown in --help); a flag wins over the variable, both over the file."""
+    from streaming_app.cli import _job_config, build_parser
+
+    f = tmp_path / "job.toml"
+    f.write_text(GOOD)
+    monkeypatch.chdir(tmp_path)
+    for var in ("IVMSTREAM_LAKE_ROOT", "IVMSTREAM_CHECKPOINT_ROOT", "IVMSTREAM_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = _job_config(build_parser().parse_args(["run", "--config", str(f)]))
+    assert (cfg.lake_root, cfg.checkpoint_root) == (tmp_path / "lake", tmp_path / "checkpoints")
+    monkeypatch.setenv("IVMSTREAM_LAKE_ROOT", "envlake")
+    monkeypatch.setenv("IVMSTREAM_CHECKPOINT_ROOT", str(tmp_path / "envck"))
+    cfg = _job_config(build_parser().parse_args(["run", "--config", str(f)]))
+    assert (cfg.lake_root, cfg.checkpoint_root) == (tmp_path / "envlake", tmp_path / "envck")
+    cfg = _job_config(build_parser().parse_args(["run", "--config", str(f), "--lake-root", "flaglake"]))
+    assert (cfg.lake_root, cfg.checkpoint_root) == (tmp_path / "flaglake", tmp_path / "envck")
+    assert "IVMSTREAM_LAKE_ROOT" in build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    with pytest.raises(ConfigError, match="--lake-root"):
+        _job_config(build_parser().parse_args(["run", "--config", str(f), "--lake-root", " "]))

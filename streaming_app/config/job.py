@@ -1,0 +1,203 @@
+"""``[job]`` and the whole config: ``JobConfig``, read from TOML by ``load_config`` /
+``parse_config`` (every section through its own module), written back by ``dump_toml``."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from operators.errors import ConfigError
+from streaming_app.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
+                                         _want_number, _want_str)
+from streaming_app.config.debezium import DebeziumConfig, _debezium
+from streaming_app.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
+                                          ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
+                                          parse_state_settings)
+from streaming_app.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
+from streaming_app.config.sketch_sql import check_sketch_sql
+from streaming_app.config.spark import SparkConfig, parse_spark
+from streaming_app.config.tables import TableConfig, _table
+
+_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    name: str = "ivmstream"
+    lake_root: Path = REPO_ROOT / "lake"
+    checkpoint_root: Path = REPO_ROOT / "checkpoints"
+    trigger_interval_s: float = 2.0
+    # Where a batch's records are decoded: "driver" (collected, then decoded in the job's
+    # process) or "executors" (in the Spark tasks that read them, in parallel Python workers;
+    # measured slower on a 2-core machine, bench/results/ingest.md, meant for clusters).
+    decode: str = "driver"
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    tables: tuple[TableConfig, ...] = ()
+    graphs: tuple[TrianglesConfig, ...] = ()
+    views: tuple[ViewConfig, ...] = ()
+    sketches: tuple[SketchConfig, ...] = ()
+    sketch: SketchSettings = field(default_factory=SketchSettings)
+    state: StateSettings = field(default_factory=StateSettings)
+    source_file: Path | None = None
+    debezium: DebeziumConfig | None = None
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.checkpoint_root / self.name
+
+    def table(self, name: str) -> TableConfig:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise ConfigError(f"no table named {name!r} in {self.source_file or 'the config'}")
+
+    def tables_for_topic(self, topic: str) -> list[TableConfig]:
+        return [t for t in self.tables if t.topic == topic]
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({t.topic for t in self.tables})
+
+    def with_overrides(self, **kw: Any) -> "JobConfig":
+        """CLI flags win over the file: returns a copy with the given non-None fields set.
+        A flag given empty or malformed is a ConfigError (it would otherwise reach Kafka or Spark)."""
+        if kw.get("bootstrap_servers") is not None:
+            check_bootstrap_servers(kw["bootstrap_servers"], "--bootstrap-servers")
+        if kw.get("master") is not None:
+            _want_str(kw["master"], "--master", "the Spark master")
+        for k in ("lake_root", "checkpoint_root"):  # a flag's path is read from the working directory
+            if isinstance(kw.get(k), str):
+                kw[k] = Path(_want_str(kw[k], f"--{k.replace('_', '-')}", "the folder")).resolve()
+        kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
+        spark_kw = {k: kw.pop(k) for k in ("master", "ui") if kw.get(k) is not None}
+        kw = {k: v for k, v in kw.items() if v is not None}
+        cfg = replace(self, **kw)
+        if kafka_kw:
+            cfg = replace(cfg, kafka=replace(cfg.kafka, **kafka_kw))
+        if spark_kw:
+            cfg = replace(cfg, spark=replace(cfg.spark, **spark_kw))
+        return cfg
+
+
+def parse_config(data: dict, source: Path | None = None) -> JobConfig:
+    """Validate a config dict (as TOML reads it) into a JobConfig. Every value is checked for
+    type and range here, and every ``[[sketches]]`` query goes through the same front end and
+    safety check as ``sketch register``: a config that loads does not fail later in Spark."""
+    where = str(source) if source else "config"
+    base = source.parent if source else Path.cwd()
+    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
+                       "debezium"}, where)
+    for section in ("tables", "graphs", "views", "sketches"):
+        if not isinstance(data.get(section, []), list):
+            raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
+                              f"got {_shown(data[section])}")
+    dbz = _debezium(data["debezium"], where) if "debezium" in data else None
+    job = data.get("job", {})
+    w = f"{where}: [job]"
+    _check_keys(job, _JOB_KEYS, w)
+    name = _want_name(job.get("name", "ivmstream"), w, "name", _NAME)
+    trigger = _want_number(job.get("trigger_interval_s", 2.0), w, "trigger_interval_s", 0.0, 86_400.0)
+    decode = job.get("decode", JobConfig.decode)
+    if decode not in ("executors", "driver"):
+        raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {_shown(decode)}")
+
+    kcfg = parse_kafka(data.get("kafka", {}), where)
+    scfg = parse_spark(data.get("spark", {}), where)
+    skcfg = parse_sketch_settings(data.get("sketch", {}), where)
+    stcfg = parse_state_settings(data.get("state", {}), where)
+
+    tables = tuple(_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
+    if not tables:
+        raise ConfigError(f"{where}: no [[tables]] declared; the job needs at least one CDC-fed table "
+                          "(name, topic, columns, primary_key)")
+    names = [t.name.lower() for t in tables]
+    if len(set(names)) != len(names):  # the SQL front end and Spark read table names without case
+        raise ConfigError(f"{where}: duplicate table names in {[t.name for t in tables]} (case is ignored)")
+    for topic in {t.topic for t in tables}:
+        shared = [t for t in tables if t.topic == topic]
+        if len(shared) > 1 and any(t.source_table is None for t in shared):
+            raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
+                              "give each a source_table to tell their records apart")
+
+    check_starting_offsets(kcfg.starting_offsets, f"{where}: [kafka]", sorted({t.topic for t in tables}))
+    graphs = tuple(_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
+    views = tuple(_view(v, tables, where, i) for i, v in enumerate(data.get("views", [])))
+    sketches = tuple(_sketch(x, tables, where, i) for i, x in enumerate(data.get("sketches", [])))
+    for kind, items in (("graphs", graphs), ("views", views), ("sketches", sketches)):
+        names = [x.name for x in items]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"{where}: duplicate {kind} names in {names}")
+    cfg = JobConfig(
+        name=name,
+        lake_root=_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
+        checkpoint_root=_path(job.get("checkpoint_root", "checkpoints"), base,
+                              f"{where}: [job] checkpoint_root"),
+        trigger_interval_s=trigger,
+        decode=decode,
+        kafka=kcfg,
+        spark=scfg,
+        tables=tables,
+        graphs=graphs,
+        views=views,
+        sketches=sketches,
+        sketch=skcfg,
+        state=stcfg,
+        source_file=source,
+        debezium=dbz,
+    )
+    for s in sketches:
+        check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")
+    return cfg
+
+
+def load_config(path: str | Path) -> JobConfig:
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config {p} is a directory; give the TOML file")
+    if not p.is_file():
+        raise ConfigError(f"config file {p} does not exist")
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: not UTF-8 text (byte {e.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{p}: arrays or tables nested too deeply to read") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p} cannot be read: {e.strerror}") from None
+    return parse_config(data, p.resolve())
+
+
+def dump_toml(data: dict) -> str:
+    """Write a config dict (the shape ``parse_config`` takes) as TOML text."""
+
+    def val(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{key(k)} = {val(x)}" for k, x in v.items()) + " }"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def key(k: str) -> str:
+        # a bare key may not hold dots (a Spark conf name would become nested tables)
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else val(str(k))
+
+    out: list[str] = []
+    for section, body in data.items():
+        if isinstance(body, list):
+            for item in body:
+                out.append(f"[[{section}]]")
+                out += [f"{key(k)} = {val(v)}" for k, v in item.items()]
+        else:
+            out.append(f"[{section}]")
+            out += [f"{key(k)} = {val(v)}" for k, v in body.items()]
+    return "\n".join(out) + "\n"
