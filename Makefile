@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done
+jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done jvm/s3proxy/libs/.done
 jvm/spark/jars/.done: jvm/spark/pom.xml jvm/settings.xml
 	rm -rf jvm/spark/jars
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
@@ -30,6 +30,10 @@ jvm/kafka/libs/.done: jvm/kafka/pom.xml jvm/settings.xml
 jvm/connect/libs/.done: jvm/connect/pom.xml jvm/settings.xml
 	rm -rf jvm/connect/libs
 	$(MVN) -f jvm/connect/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+	touch $@
+jvm/s3proxy/libs/.done: jvm/s3proxy/pom.xml jvm/settings.xml
+	rm -rf jvm/s3proxy/libs
+	$(MVN) -f jvm/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
 	touch $@
 
 # Class-data-sharing archive of the driver JVM (streaming_app/jvm_archive.py): a local job's
@@ -60,13 +64,13 @@ test: setup
 	$(MAKE) --no-print-directory test-fast
 	$(MAKE) --no-print-directory test-slow
 
-# Pure-Python tests (no Spark, Kafka or PostgreSQL): a few minutes.
+# Pure-Python tests (no Spark, Kafka, PostgreSQL or S3 server): a few minutes.
 test-fast: venv
-	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres" $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3" $(PYTEST_ARGS)
 
-# Spark, Kafka, PostgreSQL and Kafka Connect tests, the slowest listed at the end.
+# Spark, Kafka, PostgreSQL, Kafka Connect and S3-server tests, the slowest listed at the end.
 test-slow: setup
-	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres" --durations=15 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3" --durations=15 $(PYTEST_ARGS)
 
 broker-start: setup
 	$(VPY) -m streaming_app broker start

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, free_port, port_open, reap, tail
+from connectors.local_process import LOOPBACK, alive, free_port, port_open, reap, runs_with, tail
 from operators.errors import IvmError
 from streaming_app.jars import kafka_classpath
 
@@ -239,17 +239,8 @@ class EmbeddedBroker:
 
 
 def _is_broker(pid: int, config_file: Path) -> bool:
-    """True if ``pid`` runs Kafka's main class with ``config_file`` (compared as resolved paths,
-    relative ones against the process's working directory)."""
-    args = cmdline(pid)
-    if not args or KAFKA_MAIN not in args:
-        return False
-    try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
-        cwd = os.getcwd()
-    want = os.path.realpath(config_file)
-    return any(os.path.realpath(os.path.join(cwd, a)) == want for a in args if a.endswith(".properties"))
+    """True if ``pid`` runs Kafka's main class with ``config_file``."""
+    return runs_with(pid, KAFKA_MAIN, config_file, ".properties")
 
 
 

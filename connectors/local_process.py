@@ -57,6 +57,21 @@ def cmdline(pid: int) -> list[str]:
     return r.stdout.split() if r.returncode == 0 else []
 
 
+def runs_with(pid: int, main_class: str, config_file: Path, suffix: str) -> bool:
+    """True if ``pid`` runs the JVM ``main_class`` with ``config_file`` among its arguments (the
+    arguments ending in ``suffix`` compared as resolved paths, relative ones against the
+    process's working directory): after a reboot a recorded pid may belong to anything."""
+    args = cmdline(pid)
+    if not args or main_class not in args:
+        return False
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = os.getcwd()
+    want = os.path.realpath(config_file)
+    return any(os.path.realpath(os.path.join(cwd, a)) == want for a in args if a.endswith(suffix))
+
+
 def reap(pid: int) -> None:
     """Collect an exited child of ours so that it stops answering as a zombie."""
     try:

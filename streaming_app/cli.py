@@ -1,4 +1,4 @@
-"""The `ivmstream` command line: broker, run, produce, demo.
+"""The `ivmstream` command line: broker, s3, run, produce, demo.
 
 Every flag that has an environment variable shows it in ``--help``; bad input ends with a
 one-line error and exit code 2, never a traceback.
@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from connectors.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
 from operators.errors import ConfigError, IvmError
 from streaming_app.config import ENV, REPO_ROOT, env, load_config
-from streaming_app.flags import int_in, non_empty, non_negative_number, port, positive_seconds
+from streaming_app.flags import bucket_name, int_in, non_empty, non_negative_number, port, positive_seconds
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
+DEFAULT_S3_DIR = REPO_ROOT / "var" / "s3"
 
 
 def _env_help(text: str, key: str) -> str:
@@ -57,6 +59,30 @@ def cmd_broker(args) -> int:
         print("stopped" if b.stop() else "no broker was running")
     else:
         st = b.status()
+        print(json.dumps(st, indent=2))
+        return 0 if st["running"] else 1
+    return 0
+
+
+def cmd_s3(args) -> int:
+    from connectors import s3_server
+
+    srv = s3_server.S3Server(Path(args.dir), port=args.port, bucket=args.bucket,
+                             access_key=env("aws_access_key_id", s3_server.LOCAL_ACCESS_KEY),
+                             secret_key=env("aws_secret_access_key", s3_server.LOCAL_SECRET_KEY))
+    if args.action in ("start", "stop"):
+        stale = srv.check_pid_file()  # a pid that is not our server is never signalled
+        if stale:
+            print(stale)
+    if args.action == "start":
+        t0 = time.monotonic()
+        srv.start()
+        print(f"S3 server ready on {srv.endpoint} (pid {srv.pid()}, {time.monotonic() - t0:.1f}s); bucket "
+              f"{srv.bucket!r} in {srv.data_dir / srv.bucket}; a lake there: lake_root = \"{srv.lake('<path>')}\"")
+    elif args.action == "stop":
+        print("stopped" if srv.stop() else "no S3 server was running")
+    else:
+        st = srv.status()
         print(json.dumps(st, indent=2))
         return 0 if st["running"] else 1
     return 0
@@ -201,6 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dir", type=non_empty, default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
                    help=_env_help("broker home: config, data, log, pid", "broker_dir"))
     b.set_defaults(fn=cmd_broker)
+
+    s3 = sub.add_parser("s3", help="run the local S3-API server (S3Proxy, filesystem backend, loopback)")
+    s3.add_argument("action", choices=["start", "stop", "status"])
+    s3.add_argument("--port", type=port, default=env("s3_port", str(S3_DEFAULT_PORT)),
+                    help=_env_help(f"listener port (default {S3_DEFAULT_PORT})", "s3_port"))
+    s3.add_argument("--dir", type=non_empty, default=env("s3_dir", str(DEFAULT_S3_DIR)),
+                    help=_env_help("server home: properties, data (a folder per bucket), log, pid", "s3_dir"))
+    s3.add_argument("--bucket", type=bucket_name, default=env("s3_bucket", "lake"),
+                    help=_env_help("bucket to create (default lake)", "s3_bucket"))
+    s3.set_defaults(fn=cmd_s3)
 
     def common(sp, ui: bool = True, lake: bool = True):
         sp.add_argument("--config", type=non_empty, default=env("config"), required=env("config") is None,

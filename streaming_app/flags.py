@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 # Flag types: argparse turns their ValueError/ArgumentTypeError into Parser.error. They also
@@ -55,3 +56,13 @@ def non_empty(text: str) -> str:
 
 
 port = int_in(1, 65535)
+
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def bucket_name(text: str) -> str:
+    """An S3 bucket name: 3-63 lower-case letters, digits, '.' and '-', a letter or digit at each end."""
+    if not _BUCKET.fullmatch(text) or ".." in text:
+        raise argparse.ArgumentTypeError(f"must be an S3 bucket name (3-63 of a-z 0-9 . -), got {text!r}")
+    return text

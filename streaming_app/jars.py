@@ -1,8 +1,9 @@
 """Where the project's JVM jars are, and which of them Spark must be handed.
 
-`make jars` resolves three Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
-Spark's Kafka source with their transitive jars), ``jvm/kafka/libs`` (the Kafka broker) and
-``jvm/connect/libs`` (a Kafka Connect worker with the Debezium PostgreSQL connector).
+`make jars` resolves four Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
+Spark's Kafka source with their transitive jars), ``jvm/kafka/libs`` (the Kafka broker),
+``jvm/connect/libs`` (a Kafka Connect worker with the Debezium PostgreSQL connector) and
+``jvm/s3proxy/libs`` (S3Proxy, the local S3-API server).
 Maven's transitive closure repeats many jars that the pyspark wheel already ships (Hadoop,
 Jackson, Parquet, Scala); handing Spark a second, older copy of those breaks class loading,
 so ``spark_jars()`` keeps only the artifacts pyspark does not have.
@@ -19,6 +20,7 @@ from streaming_app.config.common import REPO_ROOT, env
 SPARK_JARS_DIR = Path(env("spark_jars", str(REPO_ROOT / "jvm" / "spark" / "jars")))
 KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs")))
 CONNECT_LIBS_DIR = Path(env("connect_libs", str(REPO_ROOT / "jvm" / "connect" / "libs")))
+S3PROXY_LIBS_DIR = Path(env("s3proxy_libs", str(REPO_ROOT / "jvm" / "s3proxy" / "libs")))
 
 # The driver JVM's class-data-sharing archive, written by `make setup` (streaming_app.jvm_archive).
 ARCHIVE = Path(env("jvm_archive", str(REPO_ROOT / "jvm" / "cds" / "spark.jsa")))
@@ -79,6 +81,16 @@ def connect_classpath() -> str:
             "(resolves jvm/connect/pom.xml from Maven Central once)"
         )
     return str(CONNECT_LIBS_DIR / "*")
+
+
+def s3proxy_classpath() -> str:
+    """Classpath of the local S3-API server (S3Proxy)."""
+    if not S3PROXY_LIBS_DIR.is_dir() or not any(S3PROXY_LIBS_DIR.glob("s3proxy-*.jar")):
+        raise ConfigError(
+            f"S3Proxy jars are missing from {S3PROXY_LIBS_DIR}; run `make jars` "
+            "(resolves jvm/s3proxy/pom.xml from Maven Central once)"
+        )
+    return str(S3PROXY_LIBS_DIR / "*")
 
 
 def archive_options() -> str:

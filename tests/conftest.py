@@ -1,4 +1,4 @@
-"""Shared fixtures: one real Kafka broker and one real Spark session per test run.
+"""Shared fixtures: one real Kafka broker, S3 server and Spark session per test run.
 
 Both are started lazily, only by tests that ask for them, through the same code as
 `ivmstream broker start` and the job (no fakes). Unit tests of the operators need neither.
@@ -24,6 +24,21 @@ def kafka_broker(tmp_path_factory):
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One real S3-API server (S3Proxy, `ivmstream s3`'s code) on a free loopback port, its bucket
+    made. ``s3_server.lake("x")`` is a lake root in it (``s3a://lake/x``), ``s3_server.s3_section()``
+    the job config's ``[s3]`` section that reaches it."""
+    from connectors.kafka_broker import free_port
+    from connectors.s3_server import S3Server
+
+    srv = S3Server(tmp_path_factory.mktemp("s3"), port=free_port(), access_key="test-key",
+                   secret_key="test-secret-key")
+    srv.start()
+    yield srv
+    srv.stop()
 
 
 @pytest.fixture(scope="session")

@@ -32,8 +32,19 @@ ENV = {
     "spark_jars": "IVMSTREAM_SPARK_JARS",
     "kafka_libs": "IVMSTREAM_KAFKA_LIBS",
     "connect_libs": "IVMSTREAM_CONNECT_LIBS",
+    "s3proxy_libs": "IVMSTREAM_S3PROXY_LIBS",
+    "s3a_jars": "IVMSTREAM_S3A_JARS",
     "jvm_archive": "IVMSTREAM_JVM_ARCHIVE",
     "jvm_archive_off": "IVMSTREAM_JVM_ARCHIVE_OFF",
+    # The local S3-API server (`ivmstream s3`), and the standard AWS variables a lake on an
+    # object store reads when its [s3] section leaves them out.
+    "s3_port": "IVMSTREAM_S3_PORT",
+    "s3_dir": "IVMSTREAM_S3_DIR",
+    "s3_bucket": "IVMSTREAM_S3_BUCKET",
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_endpoint_url": "AWS_ENDPOINT_URL",
+    "aws_region": "AWS_REGION",
     # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
     "kill_at": "IVMSTREAM_KILL_AT",
 }
