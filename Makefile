@@ -7,9 +7,9 @@ VPY     := $(VENV)/bin/python
 MVN     := mvn -q -B -s jvm/settings.xml
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup jars venv postgres jvm-archive demo demo-postgres test test-fast test-slow bench clean broker-start broker-stop
+.PHONY: setup jars venv postgres mariadb jvm-archive demo demo-postgres demo-mariadb test test-fast test-slow bench clean broker-start broker-stop
 
-setup: venv jars postgres jvm-archive
+setup: venv jars postgres mariadb jvm-archive
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
@@ -52,12 +52,25 @@ postgres:
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
+# MariaDB server binaries (Debian's server-core package: no init scripts, no service started);
+# nothing when present. ivmstream runs its own server in a folder of its own (ivmstream mariadb).
+mariadb:
+	@test -x /usr/sbin/mariadbd -a -x /usr/bin/mariadb-install-db || { \
+	  echo "installing MariaDB (apt-get)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    mariadb-server-core mariadb-client-core >/dev/null; }
+
 demo: setup
 	$(VPY) -m streaming_app demo --duration $${DURATION:-60}
 
 # The real chain: PostgreSQL -> Debezium (Kafka Connect) -> Kafka -> the job, all local.
 demo-postgres: setup
 	$(VPY) -m streaming_app demo --source postgres --duration $${DURATION:-180}
+
+# The same chain from MariaDB through Debezium's MySQL connector.
+demo-mariadb: setup
+	$(VPY) -m streaming_app demo --source mariadb --duration $${DURATION:-180}
 
 # Two tiers (tests/README.md): the fast one first, and nothing slower runs if it fails.
 test: setup
@@ -66,11 +79,11 @@ test: setup
 
 # Pure-Python tests (no Spark, Kafka, PostgreSQL or S3 server): a few minutes.
 test-fast: venv
-	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3" $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3 and not mariadb" $(PYTEST_ARGS)
 
-# Spark, Kafka, PostgreSQL, Kafka Connect and S3-server tests, the slowest listed at the end.
+# Spark, Kafka, PostgreSQL, MariaDB, Kafka Connect and S3-server tests, the slowest listed at the end.
 test-slow: setup
-	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3" --durations=15 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3 or mariadb" --durations=15 $(PYTEST_ARGS)
 
 broker-start: setup
 	$(VPY) -m streaming_app broker start

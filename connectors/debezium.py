@@ -45,6 +45,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from connectors import unwrap as U
 from connectors.debezium_types import PLACEHOLDER, PLACEHOLDER_B64, Bad, FieldSpec, Modes, column_decoder, field_spec, is_placeholder
 from operators import errors as E
 from streaming_app.config import JobConfig, TableConfig
@@ -72,7 +73,7 @@ _MID = re.compile(_WS + "," + _WS + r'"payload"' + _WS + ":" + _WS)
 _TAIL = re.compile(_WS + r"\}" + _WS)
 _SCHEMA_CACHE: dict[str, Any] = {}  # kind + schema text -> field specs (or the Bad it raised)
 _SCHEMA_CACHE_MAX = 4096
-_RECENT: dict[str, list[str]] = {"v": [], "k": []}  # schema texts of recent wrappers, newest first
+_RECENT: dict[str, list[str]] = {"v": [], "k": [], "u": []}  # schema texts of recent wrappers, newest first
 _RECENT_MAX = 16
 KNOWN = object()  # stands for a schema whose text is in the cache
 
@@ -116,6 +117,8 @@ class DecodedBatch:
     tombstones: int = 0
     records: int = 0
     schema_changes: list[tuple[str, str, str]] = field(default_factory=list)  # (table, column, "dropped")
+    # non-key values of before images that could not be decoded: set to None, the change applied
+    before_ignored: int = 0
 
 
 # ---------------------------------------------------------------- JSON and schemas
@@ -205,6 +208,15 @@ def _value_fields(schema: Any) -> dict[str, FieldSpec] | None:
         if isinstance(f, dict) and f.get("field") in ("after", "before") and "fields" in f:
             return _struct_fields(f["fields"], f"value schema {f['field']!r}")
     return None
+
+
+def _row_fields(schema: Any) -> dict[str, FieldSpec] | None:
+    """Field specs of an unwrapped row (the value schema is the row struct itself)."""
+    if schema is None or (isinstance(schema, dict) and "fields" not in schema):
+        return None
+    if not isinstance(schema, dict):
+        raise Bad(E.DATA_WRONG_TYPE, "value schema is not an object")
+    return _struct_fields(schema["fields"], "value schema")
 
 
 def _key_fields(schema: Any) -> dict[str, FieldSpec] | None:
@@ -304,16 +316,35 @@ class _Image:
     row: dict
     unavailable: list[str]
     missing: list[str]
+    ignored: int = 0  # values that did not decode (lenient images only): None in ``row``
 
 
 def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, which: str,
-           plans: _Plans) -> _Image | None:
+           plans: _Plans, lenient: bool = False) -> _Image | None:
+    """A row image decoded into the declared types. ``lenient`` (a before image, a rewritten
+    delete): a value that does not decode is None and counted, never a rejection; the
+    change needs only the key from it."""
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
     img = _Image({}, [], [])
     row = img.row
+    if lenient:
+        for col, spec, dec in plans.get(table, fields, "row"):
+            v = raw.get(col, _MISSING)
+            if v is _MISSING:
+                img.missing.append(col)
+                v = None
+            if v is None or is_placeholder(v, spec):
+                row[col] = None
+                continue
+            try:
+                row[col] = dec(v, f"'{which}' column {col!r}")
+            except Bad:
+                row[col] = None
+                img.ignored += 1
+        return img
     for col, spec, dec in plans.get(table, fields, "row"):
         v = raw.get(col, _MISSING)
         if v is None:
@@ -373,18 +404,44 @@ def _old_key_header(headers: Any, table: TableConfig, plans: _Plans) -> tuple | 
 
 # ---------------------------------------------------------------- one record
 
+def _check_after(after: _Image, table: TableConfig) -> None:
+    """The table's contract on a row that goes into the mirror."""
+    gone = [c for c in after.missing if c in table.not_null or c in table.primary_key]
+    if gone:
+        raise Bad(E.DATA_COLUMN_DROPPED, f"'after' image lacks not_null column(s) {gone}: dropped in the source?")
+    unavailable = set(after.unavailable)
+    if unavailable & set(table.primary_key):
+        raise Bad(E.DATA_TOAST_UNKNOWN, f"primary-key column(s) {sorted(unavailable & set(table.primary_key))} "
+                                        "sent as the unavailable-value placeholder")
+    nulls = [c for c in table.not_null if after.row[c] is None and c not in unavailable]
+    if nulls:  # only 'after': a delete's 'before' may carry the key alone (REPLICA IDENTITY DEFAULT)
+        raise Bad(E.DATA_NULL, f"'after' image has NULL in not_null column(s) {nulls}")
+    for c, lo, hi in table.ranges:
+        v = after.row[c]
+        if v is not None and not lo <= v <= hi:
+            raise Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
+
+
+def _looks_unwrapped(payload: dict, table: TableConfig) -> bool:
+    return "op" not in payload and "after" not in payload and "before" not in payload and (
+        U.DELETED in payload or any(c in payload for c in table.column_names))
+
+
 def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: Any, value: Any,
                   headers: Any = None, dropped: list | None = None,
-                  plans: _Plans | None = None) -> list[CdcEvent] | None:
+                  plans: _Plans | None = None, ignored: list | None = None) -> list[CdcEvent] | None:
     """Decode one Kafka record: its events (two for a key-changing update), None for a tombstone.
 
     Raises Bad for a record that must be quarantined; appends (table, column) pairs of declared
-    columns missing from an image to ``dropped``.
+    columns missing from an image to ``dropped``, and the count of before-image values that
+    did not decode (ignored: the change needs only the key from that image) to ``ignored``.
     """
+    candidates = cfg.tables_for_topic(topic)
+    unwrapped = len(candidates) == 1 and candidates[0].format == "unwrapped"
     if value is None:
-        return None
+        return _unwrapped_tombstone(candidates[0], key, partition, offset, plans or _Plans()) if unwrapped else None
     plans = plans if plans is not None else _Plans()
-    doc, schema_text = _parse(value, "value")
+    doc, schema_text = _parse(value, "value", "u" if unwrapped else "v")
     fields = None
     if _is_wrapper(doc):
         payload = doc["payload"]
@@ -392,37 +449,30 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     else:
         payload, schema = doc, None
     if payload is None:
-        return None
+        return _unwrapped_tombstone(candidates[0], key, partition, offset, plans) if unwrapped else None
     if not isinstance(payload, dict):
         raise Bad(E.DATA_INVALID_JSON, "value is not a JSON object")
-    table = _pick_table(payload, cfg.tables_for_topic(topic), topic)
+    if unwrapped:
+        return _decode_unwrapped(candidates[0], payload, schema, schema_text, key, headers, partition, offset,
+                                 dropped, plans, ignored)
+    table = _pick_table(payload, candidates, topic)
     op = payload.get("op")
     if not isinstance(op, str) or op not in OPS:
+        if op is None and _looks_unwrapped(payload, table):
+            raise Bad(E.DATA_UNKNOWN_OP, f"no op, before or after: a row unwrapped by ExtractNewRecordState? "
+                                         f"declare format = \"unwrapped\" for table {table.name!r}")
         raise Bad(E.DATA_UNKNOWN_OP, f"op {_repr(op)} is not one of c, r, u, d, t")
     ts = payload.get("ts_ms")
     ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and -(2**63) <= ts < 2**63 else None
     if op == "t":
         return [CdcEvent(table.name, "t", (), None, None, ts, partition, offset)]
     fields = _cached("v", schema, schema_text, _value_fields)
-    before = _image(payload.get("before"), table, fields, "before", plans)
+    before = _image(payload.get("before"), table, fields, "before", plans, lenient=True)
     after = _image(payload.get("after"), table, fields, "after", plans) if op != "d" else None
     if op in ("c", "r", "u") and after is None:
         raise Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
     if after is not None:
-        gone = [c for c in after.missing if c in table.not_null or c in table.primary_key]
-        if gone:
-            raise Bad(E.DATA_COLUMN_DROPPED, f"'after' image lacks not_null column(s) {gone}: dropped in the source?")
-        unavailable = set(after.unavailable)
-        if unavailable & set(table.primary_key):
-            raise Bad(E.DATA_TOAST_UNKNOWN, f"primary-key column(s) {sorted(unavailable & set(table.primary_key))} "
-                                            "sent as the unavailable-value placeholder")
-        nulls = [c for c in table.not_null if after.row[c] is None and c not in unavailable]
-        if nulls:  # only 'after': a delete's 'before' may carry the key alone (REPLICA IDENTITY DEFAULT)
-            raise Bad(E.DATA_NULL, f"'after' image has NULL in not_null column(s) {nulls}")
-        for c, lo, hi in table.ranges:
-            v = after.row[c]
-            if v is not None and not lo <= v <= hi:
-                raise Bad(E.DATA_OUT_OF_RANGE, f"column {c!r}: {v} is outside the declared range [{lo}, {hi}]")
+        _check_after(after, table)
     message_key = _message_key(key, table, plans)
     if op == "d":
         image_key = _image_key(before, table) if before is not None else None
@@ -453,7 +503,62 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
         for img in (before, after):
             if img is not None:
                 dropped.extend((table.name, c) for c in img.missing)
+    if ignored is not None and before is not None and before.ignored:
+        ignored.append(before.ignored)
     return events
+
+
+def _unwrapped_tombstone(table: TableConfig, key: Any, partition: int, offset: int, plans: _Plans) -> list[CdcEvent]:
+    """A null value on an unwrapped table's topic: the delete of its message key."""
+    k = _message_key(key, table, plans)
+    if k is None:
+        raise Bad(E.DATA_MISSING_KEY, "a tombstone (null value) without a message key: no row to delete")
+    return [CdcEvent(table.name, "d", k, None, None, None, partition, offset)]
+
+
+def _decode_unwrapped(table: TableConfig, payload: dict, schema: Any, schema_text: str | None, key: Any,
+                      headers: Any, partition: int, offset: int, dropped: list | None, plans: _Plans,
+                      ignored: list | None) -> list[CdcEvent]:
+    """A row flattened by ExtractNewRecordState: a delete when ``__deleted`` is "true" or ``__op``
+    is "d", else the row's new image (create, read and update alike)."""
+    if "op" in payload and "source" in payload and ("after" in payload or "before" in payload) \
+            and not any(c in payload for c in table.column_names):
+        raise Bad(E.DATA_UNKNOWN_OP, f"a change envelope (op, before, after) on the topic of table {table.name!r}, "
+                                     "declared format = \"unwrapped\"; declare format = \"envelope\"")
+    _pick_table({"source": {"table": payload.get(U.TABLE)}}, [table], table.topic)
+    op = payload.get(U.OP)
+    deleted = payload.get(U.DELETED)
+    if deleted not in (None, "true", "false", True, False):
+        raise Bad(E.DATA_WRONG_TYPE, f"{U.DELETED} {_repr(deleted)} is not \"true\" or \"false\"")
+    if op is not None and op not in ("c", "r", "u", "d"):
+        raise Bad(E.DATA_UNKNOWN_OP, f"{U.OP} {_repr(op)} is not one of c, r, u, d")
+    ts = next((payload[f] for f in U.TS_FIELDS if f in payload), None)
+    ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and -(2**63) <= ts < 2**63 else None
+    fields = _cached("u", schema, schema_text, _row_fields)
+    message_key = _message_key(key, table, plans)
+    if deleted in ("true", True) or op == "d":
+        img = _image(payload, table, fields, "row", plans, lenient=True)
+        image_key = _image_key(img, table)
+        if message_key is not None and image_key is not None and image_key != message_key:
+            raise Bad(E.DATA_KEY_MISMATCH, f"delete of key {_repr(message_key)} whose row has key {_repr(image_key)}")
+        k = message_key if message_key is not None else image_key
+        if k is None:
+            raise Bad(E.DATA_MISSING_KEY, f"no primary key {list(table.primary_key)} in the message key or the row")
+        if ignored is not None and img.ignored:
+            ignored.append(img.ignored)
+        return [CdcEvent(table.name, "d", k, img.row, None, ts, partition, offset)]
+    after = _image(payload, table, fields, "row", plans)
+    _check_after(after, table)
+    image_key = _image_key(after, table)
+    if image_key is None:
+        raise Bad(E.DATA_MISSING_KEY, f"the row has a NULL primary key {list(table.primary_key)}")
+    if message_key is not None and image_key != message_key:
+        raise Bad(E.DATA_KEY_MISMATCH, f"message key {_repr(message_key)} but the row has key {_repr(image_key)}")
+    old_key = _old_key_header(headers, table, plans)
+    if dropped is not None:
+        dropped.extend((table.name, c) for c in after.missing)
+    return [CdcEvent(table.name, op or "u", image_key, None, after.row, ts, partition, offset,
+                     frozenset(after.unavailable), old_key)]
 
 
 def _repr(v: Any, n: int = 80) -> str:
@@ -512,8 +617,9 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
                                          _text(f"malformed record {_repr(rec)}: {_repr(e)}")))
             continue
         dropped: list[tuple[str, str]] = []
+        ignored: list[int] = []
         try:
-            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans)
+            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans, ignored)
         except Bad as bad:
             out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code,
                                          _text(bad.reason)))
@@ -525,6 +631,7 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
         if evs is None:
             out.tombstones += 1
             continue
+        out.before_ignored += sum(ignored)
         for ev in evs:
             out.events[ev.table].append(ev)
         for tc in dropped:

@@ -57,6 +57,7 @@ _TS_UNITS = {"io.debezium.time.Timestamp": 10**6, "org.apache.kafka.connect.data
              "io.debezium.time.MicroTimestamp": 10**3, "io.debezium.time.NanoTimestamp": 1}
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 ZONED_TIME = "io.debezium.time.ZonedTime"
+BITS = "io.debezium.data.Bits"  # MySQL BIT(n > 1): bytes, least significant byte first
 
 # PostgreSQL 'infinity' / '-infinity' as Debezium encodes them (debezium.md section 2).
 DATE_INFINITY = {-2147472692: 1, -2147472691: -1}  # +infinity is the smaller number
@@ -72,6 +73,8 @@ _DATE_TEXT = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", _ASCII)
 _TS_TEXT = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[T ]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
                       r"(Z|[+-][0-9]{2}:[0-9]{2})?", _ASCII)
 _TIME_TEXT = re.compile(r"([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?(Z|[+-][0-9]{2}:[0-9]{2})?", _ASCII)
+# A MySQL TIME as text: a signed duration of up to 838 hours.
+_DURATION_TEXT = re.compile(r"(-?)([0-9]{2,3}):([0-5][0-9]):([0-5][0-9])(?:\.([0-9]{1,9}))?", _ASCII)
 _PLAIN_DECIMAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", _ASCII)
 _SPECIAL_DECIMAL = {"NAN": "NaN", "NaN": "NaN", "POSITIVE_INFINITY": "Infinity", "Infinity": "Infinity",
                     "NEGATIVE_INFINITY": "-Infinity", "-Infinity": "-Infinity"}
@@ -191,6 +194,20 @@ def _integer(raw: Any, what: str) -> int:
     return raw
 
 
+def _base64(raw: Any, what: str) -> bytes:
+    if not isinstance(raw, str):
+        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not base64 text")
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (ValueError, binascii.Error):
+        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not valid base64") from None
+
+
+def _bits(raw: Any, what: str) -> int:
+    """A BIT(n) value (io.debezium.data.Bits, little-endian bytes) as an unsigned integer."""
+    return int.from_bytes(_base64(raw, what), "little", signed=False)
+
+
 def _timestamp_int(v: int, unit_ns: int) -> Temporal:
     inf = _TS_INFINITY.get(unit_ns, {}).get(v)
     return Temporal("timestamp", inf=inf) if inf else Temporal("timestamp", v * unit_ns)
@@ -264,6 +281,16 @@ def parse_time_text(raw: str, what: str) -> Temporal:
     return Temporal("time", secs * 10**9 + _fraction_ns(frac))
 
 
+def parse_duration_text(raw: str, what: str) -> Temporal:
+    """'[-]HH[H]:MM:SS[.f]' (MySQL TIME, a signed duration): nanoseconds."""
+    m = _DURATION_TEXT.fullmatch(raw)
+    if m is None:
+        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not a duration [-]HHH:MM:SS[.ffffff]")
+    sign, h, mi, s, frac = m.groups()
+    ns = (int(h) * 3600 + int(mi) * 60 + int(s)) * 10**9 + _fraction_ns(frac)
+    return Temporal("time", -ns if sign else ns)
+
+
 def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
     """A non-null JSON value read by its Connect field schema."""
     name = spec.name
@@ -278,10 +305,9 @@ def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
             return _date_int(_integer(raw, what))
         unit = _TIME_UNITS.get(name)
         if unit is not None:
-            v = _integer(raw, what)
-            if not 0 <= v * unit < NS_PER_DAY + 1:  # 24:00:00 is a valid PostgreSQL time
-                raise Bad(E.DATA_WRONG_TYPE, f"{what}: {v} is not a time of day")
-            return Temporal("time", v * unit)
+            # A signed duration: PostgreSQL sends 00:00:00-24:00:00, MySQL's TIME spans
+            # -838:59:59..838:59:59 under the same names (debezium-mysql.md section 4).
+            return Temporal("time", _integer(raw, what) * unit)
         unit = _TS_UNITS.get(name)
         if unit is not None:
             return _timestamp_int(_integer(raw, what), unit)
@@ -289,6 +315,8 @@ def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
             if not isinstance(raw, str):
                 raise Bad(E.DATA_WRONG_TYPE, f"{what}: ZonedTimestamp {_short(raw)} is not a string")
             return raw if typ == "string" else parse_timestamp_text(raw, what)
+        if name == BITS and typ in INT_RANGE:
+            return _bits(raw, what)
         if name == ZONED_TIME:
             if not isinstance(raw, str):
                 raise Bad(E.DATA_WRONG_TYPE, f"{what}: ZonedTime {_short(raw)} is not a string")
@@ -306,6 +334,15 @@ def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
         return v
     if t in ("float", "double"):
         return _number(raw, what)
+    if typ == "binary":
+        # binary.handling.mode=bytes (the default) sends base64 under type "bytes"; the other
+        # modes send text under type "string" that cannot be told apart (hex "00ff" is also
+        # base64), so only "bytes" fills a binary column.
+        if t != "bytes":
+            raise Bad(E.DATA_WRONG_TYPE, f"{what}: a {t} field cannot fill a binary column "
+                                         "(capture with binary.handling.mode=bytes)")
+        b = _base64(raw, what)
+        return b[::-1] if name == BITS else b  # BIT(n): MySQL's byte order is big-endian
     if t in ("string", "bytes"):
         if not isinstance(raw, str):
             raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not a string")
@@ -335,6 +372,10 @@ def from_modes(raw: Any, typ: str, modes: Modes, what: str) -> Any:
             return parse_date_text(raw, what)
         if typ == "timestamp":
             return parse_timestamp_text(raw, what)
+        if typ == "binary":  # binary.handling.mode=bytes: base64
+            return _base64(raw, what)
+        if typ == "long" and _DURATION_TEXT.fullmatch(raw):
+            return parse_duration_text(raw, what)
         return raw
     if isinstance(raw, dict) and typ.startswith("decimal"):
         return _variable_scale(raw, what)
@@ -388,11 +429,12 @@ def _check_text(s: str, what: str, typ: str) -> str:
 
 
 def time_text(ns: int) -> str:
-    """ISO time of day 'HH:MM:SS[.ffffff]' of nanoseconds since midnight (whole microseconds)."""
-    us = ns // 1000
-    s, us = divmod(us, 10**6)
+    """'[-]HH:MM:SS[.ffffff]' of a time of day or a signed duration in nanoseconds (whole
+    microseconds); hours take a third digit from 100 on, as MySQL prints TIME."""
+    sign = "-" if ns < 0 else ""
+    s, us = divmod(abs(ns) // 1000, 10**6)
     h, rem = divmod(s, 3600)
-    text = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
+    text = f"{sign}{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
     return text + f".{us:06d}" if us else text
 
 
@@ -440,7 +482,15 @@ def fit(v: Any, typ: str, what: str) -> Any:
             return time_text(v.value)
         raise _wrong(what, v, typ)
     if typ == "boolean":
-        if not isinstance(v, bool):
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int):  # MySQL TINYINT(1) / BOOLEAN arrives as int16
+            if v in (0, 1):
+                return v == 1
+            raise Bad(E.DATA_NOT_BOOLEAN, f"{what}: {v} is neither 0 nor 1, so not a boolean")
+        raise _wrong(what, v, typ)
+    if typ == "binary":
+        if not isinstance(v, bytes):
             raise _wrong(what, v, typ)
         return v
     if typ == "date":

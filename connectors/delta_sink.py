@@ -34,6 +34,7 @@ def arrow_type(typ: str) -> pa.DataType:
     return {
         "int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string(),
         "boolean": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
+        "binary": pa.binary(),
     }[typ]
 
 
@@ -42,7 +43,7 @@ def spark_ddl_type(typ: str) -> str:
     if m:
         return f"DECIMAL({m.group(1)},{m.group(2)})"
     return {"int": "INT", "long": "BIGINT", "double": "DOUBLE", "string": "STRING",
-            "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}[typ]
+            "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP", "binary": "BINARY"}[typ]
 
 
 def arrow_schema(table: TableConfig) -> pa.Schema:

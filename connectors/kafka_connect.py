@@ -26,11 +26,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from connectors.unwrap import unwrap_properties
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
 from operators.errors import ConfigError, IvmError
 from streaming_app.jars import connect_classpath
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+MYSQL_CONNECTOR = "io.debezium.connector.mysql.MySqlConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 
@@ -302,12 +304,13 @@ def wait_running(url: str, name: str, timeout_s: float = 60.0) -> dict:
 
 
 def topic_for(prefix: str, schema: str, table: str) -> str:
-    """The topic Debezium writes table ``schema.table`` to."""
+    """The topic Debezium writes table ``schema.table`` to (MySQL: ``database.table``)."""
     return f"{prefix}.{schema}.{table}"
 
 
 def connector_properties(cfg) -> dict:
-    """The Debezium PostgreSQL connector's properties for ``cfg`` (a JobConfig).
+    """The Debezium connector's properties for ``cfg`` (a JobConfig): PostgreSQL's or MySQL's
+    (which also captures MariaDB), as ``[debezium] connector`` says.
 
     Raises ConfigError when the config has no ``[debezium]`` section or a table's topic is
     not the one Debezium writes it to.
@@ -315,32 +318,53 @@ def connector_properties(cfg) -> dict:
     d = cfg.debezium
     where = cfg.source_file or "the config"
     if d is None:
-        raise ConfigError(f"{where}: no [debezium] section; it names the PostgreSQL database to capture")
+        raise ConfigError(f"{where}: no [debezium] section; it names the database to capture")
     if not cfg.tables:
         raise ConfigError(f"{where}: no [[tables]] to capture")
+    mysql = d.connector == "mysql"
+    namespace = d.database if mysql else d.schema  # MySQL has no schema level: prefix.database.table
     include = []
     for t in cfg.tables:
         source = t.source_table or t.name
-        expected = topic_for(d.topic_prefix, d.schema, source)
+        expected = topic_for(d.topic_prefix, namespace, source)
         if t.topic != expected:
             raise ConfigError(f"{where}: table {t.name!r} has topic {t.topic!r}, but Debezium writes "
-                              f"{d.schema}.{source} to {expected!r} (topic_prefix.schema.table)")
-        include.append(re.escape(f"{d.schema}.{source}"))
+                              f"{namespace}.{source} to {expected!r} (topic_prefix.{'database' if mysql else 'schema'}"
+                              ".table)")
+        include.append(re.escape(f"{namespace}.{source}"))
     props = {
-        "connector.class": POSTGRES_CONNECTOR,
+        "connector.class": MYSQL_CONNECTOR if mysql else POSTGRES_CONNECTOR,
         "tasks.max": "1",
         "database.hostname": d.host,
         "database.port": str(d.port),
         "database.user": d.user,
         "database.password": d.password,
-        "database.dbname": d.database,
         "topic.prefix": d.topic_prefix,
-        "plugin.name": "pgoutput",
-        "slot.name": d.slot_name,
-        "publication.name": d.publication_name,
-        # The publication holds exactly the included tables (created if missing).
-        "publication.autocreate.mode": "filtered",
-        "schema.include.list": re.escape(d.schema),
+    }
+    if mysql:
+        props.update({
+            # The connector's id as a replication client: unique among the server's replicas.
+            "database.server.id": str(d.server_id),
+            # No schema.include.list here: MySQL has no schemas, and a PostgreSQL-style
+            # "public" filter leaves the connector RUNNING with nothing captured.
+            "database.include.list": re.escape(d.database),
+            # Every DDL with its binlog position, replayed at restart (one partition, required).
+            "schema.history.internal.kafka.topic": f"schemahistory.{d.topic_prefix}",
+            "schema.history.internal.kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+            # Debezium's default "long" wraps values above 2^63-1; precise sends Decimal(20,0).
+            "bigint.unsigned.handling.mode": "precise",
+        })
+    else:
+        props.update({
+            "database.dbname": d.database,
+            "plugin.name": "pgoutput",
+            "slot.name": d.slot_name,
+            "publication.name": d.publication_name,
+            # The publication holds exactly the included tables (created if missing).
+            "publication.autocreate.mode": "filtered",
+            "schema.include.list": re.escape(d.schema),
+        })
+    props.update({
         "table.include.list": ",".join(sorted(set(include))),
         # Debezium skips truncates unless told otherwise ("t" is its default); we apply them.
         "skipped.operations": "none",
@@ -358,7 +382,8 @@ def connector_properties(cfg) -> dict:
         # CDC history is kept: a job may restart from an old checkpoint.
         "topic.creation.default.cleanup.policy": "delete",
         "topic.creation.default.retention.ms": "-1",
-    }
+    })
+    props.update(unwrap_properties(cfg))  # tables declared format = "unwrapped"
     props.update(dict(d.extra))
     return props
 

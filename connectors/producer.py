@@ -90,6 +90,8 @@ def encode_value(v: Any, typ: str, decimal_mode: str = "precise", time_mode: str
         return f if math.isfinite(f) else ("NaN" if math.isnan(f) else "Infinity" if f > 0 else "-Infinity")
     if typ in ("int", "long"):
         return int(v)
+    if typ == "binary":  # binary.handling.mode=bytes
+        return base64.b64encode(bytes(v)).decode()
     return v
 
 
@@ -112,7 +114,7 @@ def field_schema(column: str, typ: str, optional: bool, decimal_mode: str = "pre
         f = {"type": "string" if time_mode == "isostring" else "int64", "name": _TS_NAME[time_mode], "version": 1}
     else:
         f = {"type": {"int": "int32", "long": "int64", "double": "double", "string": "string",
-                      "boolean": "boolean"}[typ]}
+                      "boolean": "boolean", "binary": "bytes"}[typ]}
     return {**f, "optional": optional, "field": column}
 
 
@@ -305,6 +307,8 @@ class RandomUpdates:
             return f"{column}_{r.randrange(max(2, self.domain // 50))}"
         if typ == "boolean":
             return r.random() < 0.5
+        if typ == "binary":
+            return r.randbytes(r.randrange(8))
         if typ == "date":
             return dt.date(1995, 1, 1) + dt.timedelta(days=r.randrange(2000))
         return _EPOCH_TS + dt.timedelta(seconds=r.randrange(10**9))

@@ -75,4 +75,6 @@ DATA_NOT_REPRESENTABLE = "DATA_NOT_REPRESENTABLE"
 DATA_COLUMN_DROPPED = "DATA_COLUMN_DROPPED"  # a declared not_null column is missing from the after image
 DATA_DECODER_ERROR = "DATA_DECODER_ERROR"  # an unexpected exception while decoding one record
 DATA_TOAST_UNKNOWN = "DATA_TOAST_UNKNOWN"  # an unavailable (TOAST) value whose current value is not known
+# an integer other than 0 or 1 for a boolean column (MySQL TINYINT(1)/BOOLEAN is an int16)
+DATA_NOT_BOOLEAN = "DATA_NOT_BOOLEAN"
 DATA_KEY_MISMATCH = "DATA_KEY_MISMATCH"  # the message key disagrees with the row image's key

@@ -65,6 +65,7 @@ def merge(parts: list[tuple[DecodedBatch, dict]], cfg) -> tuple[DecodedBatch, di
     for decoded, offs in parts:
         out.records += decoded.records
         out.tombstones += decoded.tombstones
+        out.before_ignored += decoded.before_ignored
         out.rejected.extend(decoded.rejected)
         for table, events in decoded.events.items():
             out.events.setdefault(table, []).extend(events)

@@ -230,6 +230,8 @@ class IngestJob:
             raw_of = lambda coords: {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)  # noqa: E731
                                      if (tp, p, o) in coords}
         ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
+        if decoded.before_ignored:  # the changes were applied: they need only the key of that image
+            ctx.metrics["decoder"] = {"before_values_ignored": decoded.before_ignored}
 
         t = time.perf_counter()
         keys_changed = 0

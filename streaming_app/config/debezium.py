@@ -1,27 +1,32 @@
-"""``[debezium]``: the PostgreSQL database Debezium captures into the tables' topics."""
+"""``[debezium]``: the database (PostgreSQL, or MySQL/MariaDB) Debezium captures into the tables' topics."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from operators.errors import ConfigError
-from streaming_app.config.common import _check_keys, _mode, _want_options
+from streaming_app.config.common import _check_keys, _mode, _want_int, _want_options
 from streaming_app.config.tables import DECIMAL_MODES, TIME_MODES
 
-_DEBEZIUM_KEYS = {"host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
+CONNECTORS = ("postgres", "mysql")
+_DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
                   "connect_url", "properties"}
 
 
 @dataclass(frozen=True)
 class DebeziumConfig:
-    """``[debezium]``: the PostgreSQL database that Debezium captures into the tables' topics.
+    """``[debezium]``: the database that Debezium captures into the tables' topics.
 
     ``ivmstream connect register`` turns it into the connector's properties; the decoder
     reads ``decimal_handling_mode`` and ``time_precision_mode`` as every table's default.
+    ``connector``: "postgres" (topics prefix.schema.table) or "mysql" (MySQL and MariaDB,
+    topics prefix.database.table; ``server_id`` is the connector's replication client id).
     """
 
+    connector: str = "postgres"
+    server_id: int = 5400
     host: str = "127.0.0.1"
     port: int = 5432
     database: str = "postgres"
@@ -44,7 +49,11 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
         raise ConfigError(f"{w}: must be a table")
     _check_keys(raw, _DEBEZIUM_KEYS, w)
     d = DebeziumConfig()
-    kw: dict[str, Any] = {}
+    kw: dict[str, Any] = {"connector": _mode(raw.get("connector", d.connector), CONNECTORS, w, "connector")}
+    if kw["connector"] == "mysql":  # MySQL's port; Debezium's MySQL default time mode
+        d = DebeziumConfig(port=3306, user="root", time_precision_mode="adaptive_time_microseconds")
+    if "server_id" in raw:
+        kw["server_id"] = _want_int(raw["server_id"], w, "server_id", 1, 2**32 - 1)
     for k in ("host", "database", "user", "password", "schema", "topic_prefix", "connector_name",
               "slot_name", "publication_name", "connect_url"):
         if k in raw:
@@ -60,4 +69,4 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
     kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
                                       TIME_MODES, w, "time_precision_mode")
     kw["extra"] = _want_options(raw.get("properties", {}), w, "properties")
-    return DebeziumConfig(**kw)
+    return replace(d, **kw)

@@ -122,6 +122,9 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         if len(shared) > 1 and any(t.source_table is None for t in shared):
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
                               "give each a source_table to tell their records apart")
+        if len(shared) > 1 and any(t.format == "unwrapped" for t in shared):
+            raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; an unwrapped "
+                              "table needs a topic of its own (a tombstone names no table)")
 
     check_starting_offsets(kcfg.starting_offsets, f"{where}: [kafka]", sorted({t.topic for t in tables}))
     graphs = tuple(_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
@@ -151,6 +154,9 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     )
     for s in sketches:
         check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")
+    from connectors.unwrap import check_formats
+
+    check_formats(cfg)
     return cfg
 
 

@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from streaming_app.config.debezium import DebeziumConfig
 
 # Column types a table may declare, and the Spark / Arrow types they map to.
-SIMPLE_TYPES = ("int", "long", "double", "string", "date", "timestamp", "boolean")
+SIMPLE_TYPES = ("int", "long", "double", "string", "date", "timestamp", "boolean", "binary")
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's legal topic names
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges",
-               "decimal_handling_mode", "time_precision_mode"}
+               "decimal_handling_mode", "time_precision_mode", "format"}
 
 
 def parse_type(spec: str, where: str) -> str:
@@ -60,6 +60,10 @@ class TableConfig:
     # (JsonConverter schemas.enable=true); these say how to read records that do not.
     decimal_mode: str = "precise"  # precise | string | double
     time_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect | microseconds | nanoseconds | isostring
+    # "envelope": Debezium's change events (op, before, after, source); "unwrapped": rows
+    # flattened by the ExtractNewRecordState transform (a delete is "__deleted": "true" or a
+    # tombstone).
+    format: str = "envelope"
 
     @property
     def column_names(self) -> list[str]:
@@ -70,6 +74,7 @@ class TableConfig:
 
 
 DECIMAL_MODES = ("precise", "string", "double")
+FORMATS = ("envelope", "unwrapped")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "microseconds", "nanoseconds", "isostring")
 
 
@@ -132,7 +137,8 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
                        decimal_mode=_mode(raw.get("decimal_handling_mode", decimal_mode),
                                           DECIMAL_MODES, w, "decimal_handling_mode"),
                        time_mode=_mode(raw.get("time_precision_mode", time_mode),
-                                       TIME_MODES, w, "time_precision_mode"))
+                                       TIME_MODES, w, "time_precision_mode"),
+                       format=_mode(raw.get("format", "envelope"), FORMATS, w, "format"))
 
 
 def _check_columns(where: str, table: str, columns: list[str], tables: tuple[TableConfig, ...]) -> None:

@@ -298,8 +298,9 @@ def mutate(rng, rec: Rec) -> None:
         typ = COLUMNS[c]
         bad = {"int": ["12", True, [1], {"a": 1}], "long": ["12", False, [], {"x": None}],
                "double": ["abc", True, [1.5], {}, "nan", "inf"], "string": [5, True, [], {}, Raw("1.5")],
-               "boolean": [1, "true", 0, [], "false"], "date": [True, "2024-13-01", "x", Raw("1.5"), [], "2024-01-02junk"],
+               "boolean": [2, "true", -1, [], "false"], "date": [True, "2024-13-01", "x", Raw("1.5"), [], "2024-01-02junk"],
                "timestamp": [True, "2024-01-01T25:00:00", [], Raw("1.5"), "2024-01-02T99:99:99", "2024-01-02"]}
+        # (not 0 and 1 for a boolean: schemaless, they are MySQL's TINYINT(1) false and true)
         if typ.startswith("decimal"):
             opts = [True, [], {"scale": "x", "value": "AA=="}, "abc!"]
         else:
@@ -308,7 +309,7 @@ def mutate(rng, rec: Rec) -> None:
         if rec.wrap and typ == "date" and isinstance(raw, str):
             raw = "abc"  # a string where the schema says int32 days
         setcol(c, raw)
-        rec.reject("wrong_type", WRONG, NOT_REP)
+        rec.reject("wrong_type", WRONG, NOT_REP, *(["DATA_NOT_BOOLEAN"] if typ == "boolean" else []))
         return
     if kind == "huge":
         c, raw, exp = rng.choice([
