@@ -1,8 +1,9 @@
-"""`ivmstream postgres` and `ivmstream connect`: the real CDC chain.
+"""`ivmstream postgres`, `ivmstream mariadb` and `ivmstream connect`: the real CDC chain.
 
 ``postgres start|stop|status`` runs a PostgreSQL server of our own (Debian's binaries,
-loopback, ``wal_level=logical``) in ``var/postgres``; ``connect start|stop|status`` runs one
-Kafka Connect worker with the Debezium PostgreSQL connector against a Kafka broker, in
+loopback, ``wal_level=logical``) in ``var/postgres``; ``mariadb start|stop|status`` a MariaDB
+server (ROW binlog, FULL row image) in ``var/mariadb``; ``connect start|stop|status`` runs one
+Kafka Connect worker with the Debezium PostgreSQL and MySQL connectors against a Kafka broker, in
 ``var/connect``; ``connect register --config job.toml`` turns the job's ``[debezium]`` section
 and tables into that connector and waits until its task runs. ``add_commands(sub, common)``
 is the one call cli.py makes.
@@ -20,6 +21,7 @@ from streaming_app.config import ENV, REPO_ROOT, env, load_config
 
 DEFAULT_PG_DIR = REPO_ROOT / "var" / "postgres"
 DEFAULT_CONNECT_DIR = REPO_ROOT / "var" / "connect"
+DEFAULT_MARIADB_DIR = REPO_ROOT / "var" / "mariadb"
 
 
 def _env_help(text: str, key: str) -> str:
@@ -67,6 +69,23 @@ def cmd_postgres(args) -> int:
         print("stopped" if pg.stop() else "no PostgreSQL was running")
     else:
         return _print_status(pg.status())
+    return 0
+
+
+def cmd_mariadb(args) -> int:
+    from connectors.mariadb import EmbeddedMariaDb
+
+    port = args.port if args.port is not None else _port(env("mariadb_port"), 3306, "mariadb_port")
+    db = EmbeddedMariaDb(Path(args.dir), port=port)
+    if args.action == "start":
+        t0 = time.monotonic()
+        db.start()
+        print(f"MariaDB {db.server_version()} ready on 127.0.0.1:{db.port} (pid {db.pid()}, "
+              f"{time.monotonic() - t0:.1f}s; ROW binlog, FULL row image); data in {db.data_dir}, log {db.log_file}")
+    elif args.action == "stop":
+        print("stopped" if db.stop() else "no MariaDB was running")
+    else:
+        return _print_status(db.status())
     return 0
 
 
@@ -149,7 +168,7 @@ def _multi_partition(bootstrap: str, topics: list[str]) -> list[tuple[str, int]]
 
 
 def add_commands(sub, common) -> None:
-    """Register ``postgres`` and ``connect`` on the top-level parser."""
+    """Register ``postgres``, ``mariadb`` and ``connect`` on the top-level parser."""
     pg = sub.add_parser("postgres", help="run a PostgreSQL server for the real CDC chain "
                                          "(loopback, wal_level=logical)")
     pg.add_argument("action", choices=["start", "stop", "status"])
@@ -159,8 +178,17 @@ def add_commands(sub, common) -> None:
                     help=_env_help("server home: cluster, log, pid (default var/postgres)", "pg_dir"))
     pg.set_defaults(fn=cmd_postgres)
 
-    c = sub.add_parser("connect", help="run a Kafka Connect worker with the Debezium PostgreSQL "
-                                       "connector; register the job's connector")
+    my = sub.add_parser("mariadb", help="run a MariaDB server for the real CDC chain "
+                                        "(loopback, ROW binlog, FULL row image)")
+    my.add_argument("action", choices=["start", "stop", "status"])
+    my.add_argument("--port", type=_port_flag, default=None,
+                    help=_env_help("listen port on 127.0.0.1 (default 3306)", "mariadb_port"))
+    my.add_argument("--dir", default=env("mariadb_dir", str(DEFAULT_MARIADB_DIR)),
+                    help=_env_help("server home: data, binlog, log, pid (default var/mariadb)", "mariadb_dir"))
+    my.set_defaults(fn=cmd_mariadb)
+
+    c = sub.add_parser("connect", help="run a Kafka Connect worker with the Debezium PostgreSQL and "
+                                       "MySQL connectors; register the job's connector")
     c.add_argument("action", choices=["start", "stop", "status", "register", "properties"],
                    help="start|stop|status the worker; register the connector of --config "
                         "and wait until its task runs; properties: print that connector's JSON "

@@ -25,6 +25,8 @@ ENV = {
     # The real CDC chain: the embedded PostgreSQL and Kafka Connect worker.
     "pg_port": "IVMSTREAM_PG_PORT",
     "pg_dir": "IVMSTREAM_PG_DIR",
+    "mariadb_port": "IVMSTREAM_MARIADB_PORT",
+    "mariadb_dir": "IVMSTREAM_MARIADB_DIR",
     "connect_port": "IVMSTREAM_CONNECT_PORT",
     "connect_dir": "IVMSTREAM_CONNECT_DIR",
     "pg_bindir": "IVMSTREAM_PG_BINDIR",

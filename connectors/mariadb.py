@@ -1,0 +1,217 @@
+"""A real MariaDB server of our own (Debian's binaries), for the MySQL/MariaDB CDC chain.
+
+`ivmstream mariadb start|stop|status` and the test suite both use this module. The server
+listens on 127.0.0.1 only and writes the binary log Debezium's MySQL connector reads:
+``binlog_format=ROW`` and ``binlog_row_image=FULL`` (every update and delete carries the whole
+old row), a fixed ``server_id``, UTC as its time zone. Everything it writes (data, binlog,
+socket, log, pid) lives under ``home``; no system service is involved.
+
+Accounts are those ``mariadb-install-db`` makes with normal authentication: ``root`` without a
+password from localhost and 127.0.0.1 (a server reachable from this machine only). Debezium
+connects as that root (it holds the replication privileges the connector needs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
+from operators.errors import IvmError
+
+SERVER_ID = 223306  # the server's id in the replication topology; connectors take others
+DB_USER = "root"
+
+
+class MariaDbError(IvmError):
+    code = "IVM511"
+
+
+def _binary(name: str, *where: str) -> str:
+    for path in where:
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found:
+        return found
+    raise MariaDbError(f"MariaDB server binaries not found ({name}); run `make setup` (installs Debian's "
+                       "mariadb-server-core package)")
+
+
+@dataclass
+class EmbeddedMariaDb:
+    """One MariaDB server on loopback; ``home`` holds its data, binlog, socket, log and pid."""
+
+    home: Path
+    port: int = 3306
+    # Extra server options (mariadbd names without the dashes).
+    settings: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).absolute()
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "mariadb.sock"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "mariadb.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "mariadb.pid"
+
+    # ---- pid --------------------------------------------------------------------------
+    def _is_ours(self, pid: int) -> bool:
+        """A live mariadbd serving our data folder (not a reused pid)."""
+        if not alive(pid):
+            return False
+        args = cmdline(pid)
+        return bool(args) and Path(args[0]).name in ("mariadbd", "mysqld") and \
+            f"--datadir={self.data_dir}" in args
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if self._is_ours(pid) else None
+
+    # ---- life cycle -------------------------------------------------------------------
+    def _user(self) -> list[str]:
+        # mariadbd refuses to run as root unless told to; it then keeps root (this server is ours)
+        return ["--user=root"] if os.geteuid() == 0 else []
+
+    def _install(self) -> None:
+        r = subprocess.run([_binary("mariadb-install-db", "/usr/bin/mariadb-install-db"), "--no-defaults",
+                            f"--datadir={self.data_dir}", *self._user(), "--auth-root-authentication-method=normal",
+                            "--skip-test-db"], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            raise MariaDbError(f"mariadb-install-db in {self.data_dir} failed: {(r.stderr or r.stdout).strip()[-500:]}")
+        (self.data_dir / ".ivmstream-installed").touch()
+
+    def _args(self) -> list[str]:
+        opts = {
+            "datadir": str(self.data_dir),
+            "bind-address": LOOPBACK,
+            "port": str(self.port),
+            "socket": str(self.socket),
+            "pid-file": str(self.home / "mariadbd.pid"),
+            "log-error": str(self.log_file),
+            # The binary log Debezium reads: whole rows, before and after every change.
+            "server-id": str(SERVER_ID),
+            "log-bin": "mariadb-bin",
+            "binlog-format": "ROW",
+            "binlog-row-image": "FULL",
+            "default-time-zone": "+00:00",
+            "skip-name-resolve": None,
+            "character-set-server": "utf8mb4",
+            "collation-server": "utf8mb4_general_ci",
+            "innodb-buffer-pool-size": "32M",
+            "max-connections": "50",
+        }
+        opts.update({k: (None if v is None else str(v)) for k, v in self.settings.items()})
+        return ["--no-defaults", *self._user()] + [f"--{k}" if v is None else f"--{k}={v}" for k, v in opts.items()]
+
+    def start(self, timeout_s: float = 60.0) -> "EmbeddedMariaDb":
+        """Create the data folder on first use, start the server (or find it running), wait until ready."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        running = self.pid()
+        if running:
+            self._wait_ready(timeout_s, running)
+            return self
+        if port_open(self.port):
+            raise MariaDbError(f"port {self.port} is already taken by another process; choose another with --port")
+        if not (self.data_dir / ".ivmstream-installed").exists():
+            shutil.rmtree(self.data_dir, ignore_errors=True)  # a half-made folder from an interrupted install
+            self._install()
+        out = open(self.home / "mariadb.out", "ab")
+        proc = subprocess.Popen([_binary("mariadbd", "/usr/sbin/mariadbd"), *self._args()], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        self.pid_file.write_text(str(proc.pid))
+        self._wait_ready(timeout_s, proc.pid)
+        return self
+
+    def _connect(self, database: str | None = None, timeout: float = 5):
+        import pymysql
+
+        return pymysql.connect(unix_socket=str(self.socket), user=DB_USER, password="", database=database,
+                               autocommit=True, connect_timeout=timeout, charset="utf8mb4")
+
+    def _wait_ready(self, timeout_s: float, pid: int) -> None:
+        import pymysql
+
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            if not alive(pid):
+                reap(pid)
+                raise MariaDbError(f"MariaDB (pid {pid}) exited during start-up:\n{tail(self.log_file)}")
+            try:
+                with self._connect() as c, c.cursor() as cur:
+                    cur.execute("select 1")
+                return
+            except pymysql.Error as e:
+                last = str(e)
+            time.sleep(0.2)
+        raise MariaDbError(f"MariaDB on port {self.port} not ready after {timeout_s:.0f}s ({last}); see {self.log_file}")
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Shut our server down (the pid is checked to be our mariadbd); True if one was running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)  # a clean shutdown: flush InnoDB, close the binlog
+        deadline = time.monotonic() + timeout_s
+        while alive(pid) and time.monotonic() < deadline:
+            reap(pid)
+            time.sleep(0.1)
+        if alive(pid) and self._is_ours(pid):
+            os.kill(pid, signal.SIGKILL)
+            reap(pid)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def status(self) -> dict:
+        pid = self.pid()
+        return {"running": pid is not None, "pid": pid, "host": LOOPBACK, "port": self.port,
+                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
+
+    # ---- SQL helpers ------------------------------------------------------------------
+    def execute(self, sql: str, params=None, database: str | None = None) -> None:
+        """Run statements (autocommit); several separated by ';' when ``params`` is None."""
+        with self._connect(database) as c, c.cursor() as cur:
+            if params is None:
+                for stmt in _split(sql):
+                    cur.execute(stmt)
+            else:
+                cur.execute(sql, params)
+
+    def query(self, sql: str, params=None, database: str | None = None) -> list[tuple]:
+        with self._connect(database) as c, c.cursor() as cur:
+            cur.execute(sql, params)
+            return list(cur.fetchall())
+
+    def create_database(self, name: str) -> None:
+        self.execute(f"create database if not exists `{name}`")
+
+    def server_version(self) -> str:
+        return self.query("select version()")[0][0]
+
+
+def _split(sql: str) -> list[str]:
+    """Statements of a script (no ';' inside our literals)."""
+    return [s.strip() for s in sql.split(";") if s.strip()]
