@@ -144,6 +144,10 @@ class EmbeddedMariaDb:
         self._wait_ready(timeout_s, proc.pid)
         return self
 
+    def connect(self, database: str | None = None, timeout: float = 5):
+        """A PyMySQL connection as root over our socket (autocommit)."""
+        return self._connect(database, timeout)
+
     def _connect(self, database: str | None = None, timeout: float = 5):
         import pymysql
 

@@ -208,6 +208,11 @@ def cmd_demo(args) -> int:
 
         return run_pg_demo(duration_s=args.duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
                            pg_port=args.pg_port, ui=not args.no_ui)
+    if args.source == "mariadb":
+        from streaming_app.mariadb_demo import run_mariadb_demo
+
+        return run_mariadb_demo(duration_s=args.duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
+                                port=args.mariadb_port, ui=not args.no_ui)
     from streaming_app.demo_run import run_demo
 
     return run_demo(duration_s=args.duration, port=args.port, broker_dir=Path(args.broker_dir),
@@ -292,11 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random changes per second (default 200)")
     d.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
     d.add_argument("--verbose", action="store_true", help="show Spark's own log lines (WARN and up)")
-    d.add_argument("--source", choices=["builtin", "postgres"], default="builtin",
+    d.add_argument("--source", choices=["builtin", "postgres", "mariadb"], default="builtin",
                    help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
-                        "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally")
+                        "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally; mariadb: the "
+                        "same from MariaDB through Debezium's MySQL connector")
     d.add_argument("--pg-port", type=port, default=env("pg_port", "5432"),
                    help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
+    d.add_argument("--mariadb-port", type=port, default=env("mariadb_port", "3306"),
+                   help=_env_help("MariaDB port for --source mariadb", "mariadb_port"))
     d.set_defaults(fn=cmd_demo)
 
     from streaming_app.sketches.cli import add_commands

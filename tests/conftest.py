@@ -78,6 +78,25 @@ def postgres():
 
 
 @pytest.fixture(scope="session")
+def mariadb():
+    """A real MariaDB (Debian's binaries) on a free loopback port: ROW binlog, FULL row image."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from connectors.kafka_broker import free_port
+    from connectors.mariadb import EmbeddedMariaDb
+
+    home = Path(tempfile.mkdtemp(prefix="ivmstream-mariadb-"))
+    # A throwaway test server: no flush at each commit.
+    db = EmbeddedMariaDb(home, port=free_port(), settings={"innodb-flush-log-at-trx-commit": 0, "sync-binlog": 0})
+    db.start()
+    yield db
+    db.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
 def kafka_connect(kafka_broker, tmp_path_factory):
     """One Kafka Connect worker (with the Debezium PostgreSQL connector) on the test broker."""
     from connectors.kafka_broker import free_port
