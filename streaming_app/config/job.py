@@ -12,7 +12,7 @@ from typing import Any
 from operators.errors import ConfigError
 from streaming_app.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
                                          _want_number, _want_str)
-from streaming_app.config.debezium import DebeziumConfig, _debezium
+from streaming_app.config.debezium import DebeziumConfig, _debezium, check_formats
 from streaming_app.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
@@ -154,8 +154,6 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     )
     for s in sketches:
         check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")
-    from connectors.unwrap import check_formats
-
     check_formats(cfg)
     return cfg
 
