@@ -9,7 +9,6 @@ the quarantine. Prints a line per batch, the Spark UI URL and a summary.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import shutil
 import subprocess
@@ -164,19 +163,25 @@ def _cheapest(nx, edges: list[dict]):
 
 def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR / "kafka",
              rate: float = 200.0, ui: bool = True) -> int:
-    from streaming_app.runner import run_job
+    from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=port)
+    cfg = load_config(DEMO_DIR / "demo.toml")  # its lake: var/demo/lake, its checkpoint: checkpoints/demo
+    cfg = cfg.with_overrides(bootstrap_servers=broker.bootstrap, ui=ui)
+    with job_folders(cfg):  # a second demo stops here, before it wipes anything of the first
+        return _run_demo(cfg, broker, duration_s, rate, ui)
+
+
+def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
+    from streaming_app.preflight import empty_folder
+    from streaming_app.runner import run_job
+
     started_broker = broker.pid() is None
     print(f"{'starting' if started_broker else 'using running'} Kafka broker on {broker.bootstrap} ...", flush=True)
     broker.start()
     try:
-        cfg = load_config(DEMO_DIR / "demo.toml")
-        cfg = dataclasses.replace(cfg, lake_root=VAR / "demo" / "lake",
-                                  checkpoint_root=REPO_ROOT / "checkpoints")
-        cfg = cfg.with_overrides(bootstrap_servers=broker.bootstrap, ui=ui)
-        shutil.rmtree(cfg.lake_root, ignore_errors=True)
-        shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
+        empty_folder(cfg.lake_root)
+        empty_folder(cfg.checkpoint_dir)
         reset_topics(broker.bootstrap, cfg.topics)
 
         tpch = tpch_subset()

@@ -48,7 +48,24 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
             stop_event: threading.Event | None = None, quiet: bool = False,
             spark=None) -> RunResult:
     """Run until the duration ends, the stop event is set, a signal arrives, or (with
-    ``available_now``) everything on the topics so far has been processed."""
+    ``available_now``) everything on the topics so far has been processed. Before Spark
+    starts: the lake and checkpoint must be writable and free (preflight), the broker must
+    answer (a line every few seconds until it does) and the topics must exist."""
+    from streaming_app import preflight
+
+    t0 = time.monotonic()
+    with preflight.job_folders(cfg):
+        say = (lambda line: None) if quiet else (lambda line: print(f"[{cfg.name}] {line}", flush=True))
+        preflight.wait_for_broker(cfg.kafka.bootstrap_servers, say=say,
+                                  give_up_at=None if duration_s is None else t0 + duration_s)
+        preflight.check_topics(cfg)
+        left = None if duration_s is None else max(1.0, duration_s - (time.monotonic() - t0))
+        return _run(cfg, duration_s=left, available_now=available_now, ui=ui, maintainers=maintainers,
+                    stop_event=stop_event, quiet=quiet, spark=spark, say=say)
+
+
+def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_event, quiet, spark,
+         say) -> RunResult:
     show_ui = cfg.spark.ui if ui is None else ui
     spark = spark or build_session(cfg.spark, SessionOptions(app_name=f"ivmstream:{cfg.name}", ui=show_ui))
     url = spark.sparkContext.uiWebUrl if show_ui else None
@@ -75,10 +92,12 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
             previous[sig] = signal.signal(sig, on_signal)
     t0 = time.monotonic()
     query = job.start(available_now=available_now)
+    watch = BrokerWatch(cfg.kafka.bootstrap_servers, say)
     try:
         while query.isActive and not stop.is_set():
             if duration_s is not None and time.monotonic() - t0 >= duration_s:
                 break
+            watch.poll()
             try:
                 query.awaitTermination(0.5)
             except Exception:  # noqa: BLE001 - the query ended with an error: judged below by query.exception()
@@ -103,3 +122,34 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
+
+
+class BrokerWatch:
+    """While the job runs, a line when the broker stops answering and one when it is back
+    (Spark's Kafka source retries on its own, silently)."""
+
+    def __init__(self, bootstrap: str, say, every_s: float = 5.0):
+        self.bootstrap, self.say, self.every_s = bootstrap, say, every_s
+        self.next = time.monotonic() + every_s
+        self.down_since: float | None = None
+        self.said = 0.0
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        if now < self.next:
+            return
+        self.next = now + self.every_s
+        from connectors.kafka_broker import unreachable
+
+        why = unreachable(self.bootstrap, timeout_s=1.0)
+        if why and self.down_since is None:
+            self.down_since = self.said = now
+            self.say(f"the Kafka broker at {self.bootstrap} does not answer ({why}); the job keeps retrying")
+        elif why:
+            if now - self.said >= 30:
+                self.said = now
+                self.say(f"still no Kafka broker at {self.bootstrap} after {now - self.down_since:.0f} s; "
+                         "retrying")
+        elif self.down_since is not None:
+            self.say(f"the Kafka broker at {self.bootstrap} answers again (down {now - self.down_since:.0f} s)")
+            self.down_since = None

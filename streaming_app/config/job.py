@@ -18,7 +18,7 @@ from streaming_app.config.derived import (SketchConfig, SketchSettings, StateSet
                                           parse_state_settings)
 from streaming_app.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
 from streaming_app.config.sketch_sql import check_sketch_sql
-from streaming_app.config.spark import SparkConfig, parse_spark
+from streaming_app.config.spark import SparkConfig, check_master, parse_spark
 from streaming_app.config.tables import TableConfig, _table
 
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
@@ -68,7 +68,7 @@ class JobConfig:
         if kw.get("bootstrap_servers") is not None:
             check_bootstrap_servers(kw["bootstrap_servers"], "--bootstrap-servers")
         if kw.get("master") is not None:
-            _want_str(kw["master"], "--master", "the Spark master")
+            check_master(kw["master"], "--master")
         for k in ("lake_root", "checkpoint_root"):  # a flag's path is read from the working directory
             if isinstance(kw.get(k), str):
                 kw[k] = Path(_want_str(kw[k], f"--{k.replace('_', '-')}", "the folder")).resolve()

@@ -11,6 +11,10 @@ from streaming_app.config.common import _check_keys, _want_bool, _want_int, _wan
 
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtp]?b?", re.IGNORECASE)
 _HOST = re.compile(r"[A-Za-z0-9_.:-]+")
+# Spark's master URLs: local[N|*[,F]], local-cluster[N,C,M], spark://host:port[,host:port],
+# yarn, k8s://<api server>. Anything else fails inside Spark's launcher with a JVM stack.
+_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]"
+                     r"|spark://[A-Za-z0-9_.\[\]:-]+:[0-9]+(,[A-Za-z0-9_.\[\]:-]+:[0-9]+)*|yarn|k8s://\S+")
 _SPARK_KEYS = {"master", "ui", "ui_port", "ui_host", "driver_memory", "shuffle_partitions", "conf"}
 
 
@@ -27,6 +31,14 @@ class SparkConfig:
     extra_conf: tuple[tuple[str, str], ...] = ()
 
 
+def check_master(v: Any, w: str) -> str:
+    _want_str(v, w, "master")
+    if not _MASTER.fullmatch(v.strip()):
+        raise ConfigError(f"{w}: master {v[:60]!r} is not a Spark master URL: use local[*], local[N], "
+                          "spark://host:port, yarn or k8s://host:port")
+    return v
+
+
 def parse_spark(spark: Any, where: str) -> SparkConfig:
     w = f"{where}: [spark]"
     _check_keys(spark, _SPARK_KEYS, w)
@@ -38,7 +50,7 @@ def parse_spark(spark: Any, where: str) -> SparkConfig:
         raise ConfigError(f"{w}: ui_host {ui_host[:60]!r} must be an IP address or host name "
                           "(\"127.0.0.1\" = this machine only, \"0.0.0.0\" = every interface)")
     return SparkConfig(
-        master=_want_str(spark.get("master", "local[*]"), w, "master"),
+        master=check_master(spark.get("master", "local[*]"), w),
         ui=_want_bool(spark.get("ui", True), w, "ui"),
         ui_port=_want_int(spark.get("ui_port", 4040), w, "ui_port", 1, 65535),
         ui_host=ui_host,

@@ -276,6 +276,7 @@ def cmd_query(args) -> int:
     why = sql_problem(args.sql, dialect="spark")  # Spark SQL, not only what the sketch engine reads
     if why:
         raise SqlError(f"--sql: {why}")
+    _check_query_tables(cfg, args.sql)
     spark = _spark(cfg)
     from pyspark.errors import AnalysisException
 
@@ -300,6 +301,31 @@ def cmd_query(args) -> int:
         for r in p.rows[: args.show_rows]:
             print(r)
     return 0 if out.get("equal", True) else 1
+
+
+def _check_query_tables(cfg, sql: str) -> None:
+    """Every table the query names is declared and has a mirror in the lake: said before Spark
+    starts, in the words of the config (Spark would say "Path does not exist")."""
+    import sqlglot
+    from sqlglot import exp
+
+    from connectors import delta_sink as sink
+    from streaming_app.sketches.query import mirror_written
+
+    tree = sqlglot.parse_one(sql, read="spark")
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    declared = {t.name.lower(): t for t in cfg.tables}
+    lake = sink.Lake(cfg.lake_root)
+    for ref in tree.find_all(exp.Table):
+        name = ref.name.lower()
+        if ref.db or name in ctes or not name:  # delta.`/path`, db.table: Spark resolves them
+            continue
+        if name not in declared:
+            raise SqlError(f"--sql reads table {ref.name!r}, which {cfg.source_file or 'the config'} does not "
+                           f"declare (its tables: {', '.join(sorted(t.name for t in cfg.tables))})")
+        if not mirror_written(lake.mirror(declared[name].name)):
+            raise ConfigError(f"table {declared[name].name!r} has no mirror in {cfg.lake_root} yet: the job has "
+                              "not written it there (run the job first, or give the job's lake with --lake-root)")
 
 
 def cmd_layout(args) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -197,10 +198,17 @@ class QueryRun:
     scan: dict = field(default_factory=dict)  # Spark's scan metrics per table (see scan_metrics)
 
 
+def mirror_written(path: str) -> bool:
+    """Whether the mirror at ``path`` has a Delta log (an object store's is assumed)."""
+    return "://" in str(path) or (Path(path) / "_delta_log").is_dir()
+
+
 def _register_views(spark, cfg, predicates: dict | None = None) -> None:
     lake = sink.Lake(cfg.lake_root)
     preds = dict(predicates or {})
     for t in cfg.tables:
+        if not mirror_written(lake.mirror(t.name)):
+            continue  # not written yet: a query naming it was refused before Spark started
         df = spark.read.format("delta").load(lake.mirror(t.name))
         if t.name in preds:
             df = df.where(preds[t.name])
