@@ -1,9 +1,11 @@
 """A real PostgreSQL server (Debian's binaries) run in a folder of ours, for the CDC chain.
 
 `ivmstream postgres start|stop|status` and the test suite both use this module. The server
-listens on 127.0.0.1 only, trusts loopback connections (replication included), and runs with
-``wal_level=logical`` so that Debezium's pgoutput slot can stream from it. Everything it
-writes (cluster, log, pid) lives under ``home``.
+listens on 127.0.0.1 only and asks every connection (replication included, its unix socket
+too, in a folder only the server's user may enter) for the superuser's password, which initdb
+sets to a random one kept in ``home/password`` (mode 0600); it runs with ``wal_level=logical``
+so that Debezium's pgoutput slot can stream from it. Everything it writes (cluster, log, pid)
+lives under ``home``.
 
 PostgreSQL refuses to run as root. When we are root, every server command runs as the OS user
 ``postgres`` (``runuser``), which then owns ``home``; that user must be able to reach it, so
@@ -16,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import subprocess
@@ -81,8 +84,45 @@ class EmbeddedPostgres:
     def pid_file(self) -> Path:
         return self.home / "postgres.pid"
 
+    @property
+    def password_file(self) -> Path:
+        return self.home / "password"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.home / "socket"
+
+    def password(self) -> str:
+        """The superuser's password, generated at initdb into ``password_file`` (mode 0600)."""
+        try:
+            return self.password_file.read_text().strip()
+        except OSError:
+            raise PostgresError(f"no password file {self.password_file}: start the server with "
+                                "`ivmstream postgres start` first") from None
+
     def dsn(self, database: str = "postgres") -> str:
-        return f"host={LOOPBACK} port={self.port} user={DB_USER} dbname={database} connect_timeout=5"
+        return (f"host={LOOPBACK} port={self.port} user={DB_USER} password={self.password()} dbname={database} "
+                "connect_timeout=5")
+
+    def _new_password(self) -> str:
+        """A fresh random password in ``password_file``, readable by this user only."""
+        pw = secrets.token_urlsafe(24)  # letters, digits, '-', '_': safe in a libpq conninfo
+        self.password_file.unlink(missing_ok=True)
+        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(pw + "\n")
+        return pw
+
+    def _write_hba(self) -> None:
+        """Loopback only, every connection with the password (SCRAM)."""
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(
+            "# written by ivmstream: loopback only, password (SCRAM) for every connection\n"
+            "local   all          all                 scram-sha-256\n"
+            f"host    all          all   {LOOPBACK}/32  scram-sha-256\n"
+            f"host    replication  all   {LOOPBACK}/32  scram-sha-256\n"
+        )
+        self._own(hba)
 
     # ---- running commands as the server's user ----------------------------------------
     def _as_server(self) -> list[str]:
@@ -130,20 +170,22 @@ class EmbeddedPostgres:
     def _initdb(self) -> None:
         self.data_dir.mkdir(mode=0o700)
         self._own(self.data_dir)
-        r = self._run(str(pg_bindir() / "initdb"), "-D", str(self.data_dir), "-U", DB_USER,
-                      "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+        pw = self._new_password()
+        pwfile = self.home / ".initdb-password"  # the server's user reads it once, then it goes
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(pw + "\n")
+        self._own(pwfile)
+        try:
+            r = self._run(str(pg_bindir() / "initdb"), "-D", str(self.data_dir), "-U", DB_USER,
+                          f"--pwfile={pwfile}", "-A", "scram-sha-256", "-E", "UTF8", "--locale=C", "--no-sync",
+                          "--no-instructions")
+        finally:
+            pwfile.unlink(missing_ok=True)
         if r.returncode != 0:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             raise PostgresError(f"initdb in {self.data_dir} failed: {(r.stderr or r.stdout).strip()}")
-        # Loopback only, no password (this server is reachable from this machine alone).
-        hba = self.data_dir / "pg_hba.conf"
-        hba.write_text(
-            "# written by ivmstream: loopback only, trusted\n"
-            "local   all          all                 trust\n"
-            f"host    all          all   {LOOPBACK}/32  trust\n"
-            f"host    replication  all   {LOOPBACK}/32  trust\n"
-        )
-        self._own(hba)
+        self._write_hba()
         conf = self.data_dir / "postgresql.conf"
         with conf.open("a") as f:
             f.write("\ninclude_if_exists = 'ivmstream.conf'\n")
@@ -152,9 +194,11 @@ class EmbeddedPostgres:
         props = {
             "listen_addresses": f"'{LOOPBACK}'",
             "port": str(self.port),
-            # The unix socket goes in our folder (Debian's default /var/run/postgresql may
-            # not exist and belongs to the system cluster).
-            "unix_socket_directories": f"'{self.home}'",
+            # The unix socket goes in a folder of ours that only the server's user may enter
+            # (Debian's default /var/run/postgresql may not exist and belongs to the system cluster).
+            "unix_socket_directories": f"'{self.socket_dir}'",
+            "unix_socket_permissions": "0700",
+            "password_encryption": "'scram-sha-256'",
             "wal_level": "logical",
             # Each Debezium connector holds one slot and one WAL sender.
             "max_replication_slots": "10",
@@ -184,10 +228,17 @@ class EmbeddedPostgres:
         if port_open(self.port):
             raise PostgresError(f"port {self.port} is already taken by another process; "
                                 "choose another with --port")
+        migrate = False
         if not (self.data_dir / "PG_VERSION").exists():
             if self.data_dir.exists():
                 shutil.rmtree(self.data_dir)  # a half-made cluster from an interrupted initdb
             self._initdb()
+        elif not self.password_file.exists():  # a cluster made by a release that trusted every local user
+            migrate = True
+            self._new_password()
+        self.socket_dir.mkdir(mode=0o700, exist_ok=True)
+        self.socket_dir.chmod(0o700)
+        self._own(self.socket_dir)
         self._write_settings()
         # A stale postmaster.pid (after a crash or kill -9) is ignored by the server when its
         # pid is not running; nothing to clean.
@@ -216,6 +267,13 @@ class EmbeddedPostgres:
                                 f"{(r.stderr or r.stdout).strip()}\n{tail(self.log_file)}")
         self.pid_file.write_text(str(pid))
         self._wait_ready(timeout_s, pid)
+        if migrate:  # the old hba still trusts: set the password, then require it
+            from psycopg import sql as pgsql
+
+            self.execute(pgsql.SQL("ALTER ROLE {} PASSWORD {}").format(pgsql.Identifier(DB_USER),
+                                                                        pgsql.Literal(self.password())))
+            self._write_hba()
+            self._run(str(pg_bindir() / "pg_ctl"), "reload", "-D", str(self.data_dir), "-s")
         return self
 
     def _wait_stale_gone(self, timeout_s: float = 10.0) -> None:

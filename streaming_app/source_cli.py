@@ -64,7 +64,8 @@ def cmd_postgres(args) -> int:
         pg.start()
         print(f"PostgreSQL {pg.server_version().split()[0]} ready on 127.0.0.1:{pg.port} "
               f"(pid {pg.pid()}, {time.monotonic() - t0:.1f}s); cluster in {pg.data_dir}, "
-              f"log {pg.log_file}")
+              f"log {pg.log_file}; user postgres, its password in {pg.password_file} (mode 0600): "
+              "put it in [debezium] password")
     elif args.action == "stop":
         print("stopped" if pg.stop() else "no PostgreSQL was running")
     else:

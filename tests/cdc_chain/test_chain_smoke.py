@@ -120,6 +120,7 @@ def _job_config(pg, tables: dict[str, str], prefix: str, slot: str, decimal="pre
     data = {
         "job": {"name": "chain_smoke"},
         "debezium": {"host": "127.0.0.1", "port": pg.port, "database": "postgres", "user": "postgres",
+                     "password": pg.password(),
                      "topic_prefix": prefix, "connector_name": slot, "slot_name": slot,
                      "publication_name": slot, "decimal_handling_mode": decimal,
                      "time_precision_mode": time_mode,

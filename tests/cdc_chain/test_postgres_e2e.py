@@ -39,6 +39,7 @@ def _config(tmp_path, prefix, pg, bootstrap, connect_url, database):
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 150},
         "spark": {"master": "local[2]", "ui": False},
         "debezium": {"host": "127.0.0.1", "port": pg.port, "database": database, "user": "postgres",
+                     "password": pg.password(),
                      "topic_prefix": prefix, "connector_name": f"pg_{prefix}", "slot_name": f"slot_{prefix}",
                      "publication_name": f"pub_{prefix}", "decimal_handling_mode": decimal_mode,
                      "time_precision_mode": time_mode, "connect_url": connect_url,
