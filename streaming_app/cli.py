@@ -92,6 +92,7 @@ def _job_config(args):
     cfg = load_config(args.config)
     return cfg.with_overrides(bootstrap_servers=args.bootstrap_servers, master=args.master,
                               lake_root=args.lake_root, checkpoint_root=args.checkpoint_root,
+                              ui_port=getattr(args, "ui_port", None),
                               ui=False if getattr(args, "no_ui", False) else None)
 
 
@@ -202,21 +203,26 @@ def _edge_workload(args, table):
     return list(edge_events(table, src, dst, wt, s_col, d_col))
 
 
+DEMO_DURATION_S = {"builtin": 60.0, "postgres": 180.0, "mariadb": 180.0}  # what the Makefile's demos pass
+
+
 def cmd_demo(args) -> int:
+    duration = args.duration or DEMO_DURATION_S[args.source]
     if args.source == "postgres":
         from streaming_app.pg_demo import run_pg_demo
 
-        return run_pg_demo(duration_s=args.duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
-                           pg_port=args.pg_port, ui=not args.no_ui)
+        return run_pg_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
+                           pg_port=args.pg_port, connect_port=args.connect_port, ui=not args.no_ui,
+                           ui_port=args.ui_port)
     if args.source == "mariadb":
         from streaming_app.mariadb_demo import run_mariadb_demo
 
-        return run_mariadb_demo(duration_s=args.duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
+        return run_mariadb_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
                                 port=args.mariadb_port, ui=not args.no_ui)
     from streaming_app.demo_run import run_demo
 
-    return run_demo(duration_s=args.duration, port=args.port, broker_dir=Path(args.broker_dir),
-                    rate=args.rate, ui=not args.no_ui)
+    return run_demo(duration_s=duration, port=args.port, broker_dir=Path(args.broker_dir),
+                    rate=args.rate, ui=not args.no_ui, ui_port=args.ui_port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "checkpoint_root"))
         if ui:
             sp.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
+            sp.add_argument("--ui-port", type=port, default=env("ui_port"),
+                            help=_env_help("Spark UI port (overrides [spark] ui_port)", "ui_port"))
 
     r = sub.add_parser("run", help="run the streaming job")
     common(r)
@@ -288,7 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(fn=cmd_produce)
 
     d = sub.add_parser("demo", help="start the broker, load built-in data, stream updates, run the job")
-    d.add_argument("--duration", type=positive_seconds, default=60.0, help="seconds to run (default 60)")
+    d.add_argument("--duration", type=positive_seconds, default=None,
+                   help="seconds of changes to stream; the job then runs until it has read them all "
+                        "(default 60, with --source postgres 180)")
     d.add_argument("--port", type=port, default=env("broker_port", "9092"),
                    help=_env_help("embedded broker port", "broker_port"))
     d.add_argument("--broker-dir", type=non_empty, default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
@@ -296,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rate", type=non_negative_number, default=200.0,
                    help="random changes per second (default 200)")
     d.add_argument("--no-ui", action="store_true", help="do not start the Spark UI")
+    d.add_argument("--ui-port", type=port, default=env("ui_port", "4040"),
+                   help=_env_help("Spark UI port (Spark takes the next free one if it is taken)", "ui_port"))
     d.add_argument("--verbose", action="store_true", help="show Spark's own log lines (WARN and up)")
     d.add_argument("--source", choices=["builtin", "postgres", "mariadb"], default="builtin",
                    help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
@@ -305,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
     d.add_argument("--mariadb-port", type=port, default=env("mariadb_port", "3306"),
                    help=_env_help("MariaDB port for --source mariadb", "mariadb_port"))
+    d.add_argument("--connect-port", type=port, default=env("connect_port", "8083"),
+                   help=_env_help("Kafka Connect REST port for --source postgres", "connect_port"))
     d.set_defaults(fn=cmd_demo)
 
     from streaming_app.sketches.cli import add_commands

@@ -69,38 +69,143 @@ class EdgeChanges:
         return "d", before, None
 
 
-def _stream_updates(cfg, prod: CdcProducer, gens: dict, rate: float, stop: threading.Event) -> None:
-    tables = list(gens)
-    i = 0
-    interval = 1.0 / rate if rate > 0 else 0.0
-    t0 = time.monotonic()
-    while not stop.is_set():
-        name = tables[i % len(tables)]
-        op, before, after = gens[name].next()
-        prod.send(cfg.table(name), op, before, after)
-        i += 1
-        if i % 500 == 0:  # a few malformed records, which must be quarantined, not lost
-            prod.send_raw(cfg.table("sales").topic, b'{"id": 999999}', b'{"op": "c", "after": {"id": "x"')
-        if interval:
-            delay = t0 + i * interval - time.monotonic()
-            if delay > 0:
-                stop.wait(delay)
-    prod.flush()
+class Feed:
+    """What the demo sends while the job runs: the snapshot (a progress line every few
+    seconds), then seeded random changes for ``duration_s``; then it waits until the job has
+    read every record sent (at most ``drain_s``) and stops the job. ``observe`` is the job's
+    per-batch hook: records read, step times, when the first batch committed."""
+
+    def __init__(self, cfg, prod: CdcProducer, duration_s: float, rate: float):
+        self.cfg, self.prod, self.duration_s, self.rate = cfg, prod, duration_s, rate
+        self.drain_s = max(60.0, duration_s)
+        self.stop = threading.Event()
+        self.read = 0
+        self.steps: list[dict] = []
+        self.first_at: float | None = None
+        self.snapshot_records = 0
+
+    def observe(self, row: dict) -> None:
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+        self.read += row["records_in"]
+        self.steps.append(dict(row["step_ms"]))
+
+    def run(self) -> None:
+        try:
+            gens = self._snapshot()
+            if gens is not None:
+                self._changes(gens)
+                self._drain()
+        finally:
+            self.stop.set()
+
+    def _snapshot(self) -> dict | None:
+        cfg, prod = self.cfg, self.prod
+        tpch = tpch_subset()
+        data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
+        for t in TPCH_TABLES:
+            data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
+        edges = EdgeChanges(seed=7)
+        data["edges"] = list(edges.live.values())
+        total = sum(map(len, data.values()))
+        t0 = last = time.monotonic()
+        sent = 0
+        for name, rows in data.items():
+            table = cfg.table(name)
+            for row in rows:
+                prod.send(table, "r", None, row)
+                sent += 1
+                if sent % 1000 == 0 and time.monotonic() - last >= 3:
+                    if self.stop.is_set():
+                        return None
+                    last = time.monotonic()
+                    print(f"snapshot: {sent:,} of {total:,} records sent ({100 * sent / total:.0f}%), "
+                          f"{sent / (last - t0):,.0f} records/s", flush=True)
+        prod.flush()
+        self.snapshot_records = total
+        print(f"snapshot: {total:,} records sent in {time.monotonic() - t0:.1f} s ("
+              + ", ".join(f"{n} {len(r):,}" for n, r in data.items()) + ")", flush=True)
+        # lineitem's values stay in TPC-H's ranges (quantities 1..50), so that an order's total
+        # quantity rarely crosses big_orders' threshold and its sketch keeps skipping most orders
+        gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n], domain=50 if n == "lineitem" else 1000)
+                for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
+        gens["edges"] = edges
+        return gens
+
+    def _changes(self, gens: dict) -> None:
+        cfg, prod = self.cfg, self.prod
+        print(f"streaming random changes at {self.rate:.0f}/s for {self.duration_s:.0f} s ...", flush=True)
+        tables = list(gens)
+        i = 0
+        interval = 1.0 / self.rate if self.rate > 0 else 0.0
+        t0 = time.monotonic()
+        while not self.stop.is_set() and time.monotonic() - t0 < self.duration_s:
+            name = tables[i % len(tables)]
+            op, before, after = gens[name].next()
+            prod.send(cfg.table(name), op, before, after)
+            i += 1
+            if i % 500 == 0:  # a few malformed records, which must be quarantined, not lost
+                prod.send_raw(cfg.table("sales").topic, b'{"id": 999999}', b'{"op": "c", "after": {"id": "x"')
+            if interval:
+                delay = t0 + i * interval - time.monotonic()
+                if delay > 0:
+                    self.stop.wait(delay)
+        prod.flush()
+
+    def _drain(self) -> None:
+        produced = self.prod.sent
+        print(f"stopped producing: {produced:,} records sent; the job runs until it has read them all "
+              f"(at most {self.drain_s:.0f} s more)", flush=True)
+        t0 = last = time.monotonic()
+        while not self.stop.is_set() and self.read < produced and time.monotonic() - t0 < self.drain_s:
+            self.stop.wait(0.5)
+            if time.monotonic() - last >= 10:
+                last = time.monotonic()
+                print(f"draining: {self.read:,} of {produced:,} records read ({100 * self.read / produced:.0f}%)",
+                      flush=True)
+
+    def first_batch_s(self, launched: float) -> str:
+        return "never" if self.first_at is None else f"{self.first_at - launched:.1f} s"
+
+    def step_means(self) -> str:
+        """Mean milliseconds per batch of each step (maintainers by name), slowest first."""
+        if not self.steps:
+            return "no batch"
+        keys = {k for s in self.steps for k in s}
+        means = {k.removeprefix("maintain:"): sum(s.get(k, 0.0) for s in self.steps) / len(self.steps) for k in keys}
+        return ", ".join(f"{k} {v:,.0f}" for k, v in sorted(means.items(), key=lambda kv: -kv[1]))
+
+    def why_behind(self) -> str:
+        if not self.steps:
+            return "no batch committed: Spark or the first batch did not finish in time"
+        per = sum(sum(s.values()) for s in self.steps) / len(self.steps)
+        slowest = max({k for s in self.steps for k in s}, key=lambda k: sum(s.get(k, 0.0) for s in self.steps))
+        return (f"{len(self.steps)} batches of ~{per / 1000:.1f} s each; the slowest step is "
+                f"{slowest.removeprefix('maintain:')}")
 
 
 def _print_sketches(cfg) -> None:
-    """One line per kept sketch and table: fragments in the sketch, the batch it reflects."""
+    """One line per sketch and partitioned table: its fragments and the share of the table's
+    rows they hold (what a query reading through the sketch still scans)."""
     from connectors.delta_sink import Lake
+    from streaming_app.sketches import query as sq
 
-    try:
-        import deltalake
-
-        rows = deltalake.DeltaTable(Lake(cfg.lake_root).output("sketches")).to_pyarrow_table().to_pylist()
-    except Exception:  # noqa: BLE001 - no sketch captured (no batch brought rows)
-        return
-    for r in sorted(rows, key=lambda r: (r["query"], r["table_name"])):
-        print(f"sketch            {r['query']} on {r['table_name']}.{r['attribute']}: {len(r['fragments'])} of "
-              f"{r['n_fragments'] + 1} fragments, as of batch {r['batch_id']}")
+    lake = Lake(cfg.lake_root)
+    for s in cfg.sketches:
+        try:
+            reg, recs = sq.records(None, cfg, s.name)
+        except Exception:  # noqa: BLE001 - no sketch captured (no batch brought rows)
+            print(f"sketch            {s.name}: not captured (no batch brought its tables' rows)")
+            continue
+        for part in reg.parts:
+            rec = recs.get(part.table.lower())
+            if rec is None:
+                continue
+            inside, total = sq.coverage(lake, rec, part)
+            print(f"sketch            {s.name} on {part.table}.{part.attribute}: {len(rec['fragments'])} of "
+                  f"{rec['n_fragments'] + 1} fragments, {inside:,} of {total:,} rows kept "
+                  f"({100.0 * inside / total if total else 0:.1f}% of the table; the rest is skipped), "
+                  f"as of batch {rec['batch_id']}")
 
 
 def _print_graph_outputs(cfg) -> int:
@@ -162,12 +267,12 @@ def _cheapest(nx, edges: list[dict]):
 
 
 def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR / "kafka",
-             rate: float = 200.0, ui: bool = True) -> int:
+             rate: float = 200.0, ui: bool = True, ui_port: int = 4040) -> int:
     from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=port)
     cfg = load_config(DEMO_DIR / "demo.toml")  # its lake: var/demo/lake, its checkpoint: checkpoints/demo
-    cfg = cfg.with_overrides(bootstrap_servers=broker.bootstrap, ui=ui)
+    cfg = cfg.with_overrides(bootstrap_servers=broker.bootstrap, ui=ui, ui_port=ui_port)
     with job_folders(cfg):  # a second demo stops here, before it wipes anything of the first
         return _run_demo(cfg, broker, duration_s, rate, ui)
 
@@ -176,6 +281,7 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
     from streaming_app.preflight import empty_folder
     from streaming_app.runner import run_job
 
+    launched = time.monotonic()
     started_broker = broker.pid() is None
     print(f"{'starting' if started_broker else 'using running'} Kafka broker on {broker.bootstrap} ...", flush=True)
     broker.start()
@@ -183,42 +289,34 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
         reset_topics(broker.bootstrap, cfg.topics)
-
-        tpch = tpch_subset()
-        prod = CdcProducer(broker.bootstrap)
-        data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
-        for t in TPCH_TABLES:
-            data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
-        edges = EdgeChanges(seed=7)
-        data["edges"] = list(edges.live.values())
-        for name, rows in data.items():
-            for row in rows:
-                prod.send(cfg.table(name), "r", None, row)
-            print(f"loaded {len(rows):>6} rows of {name} as snapshot records", flush=True)
-        prod.flush()
-        gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n])
-                for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
-        gens["edges"] = edges
-        stop = threading.Event()
-        feeder = threading.Thread(target=_stream_updates, args=(cfg, prod, gens, rate, stop), daemon=True)
+        feed = Feed(cfg, CdcProducer(broker.bootstrap), duration_s, rate)
+        # the snapshot and the changes are sent while Spark starts and the job runs
+        feeder = threading.Thread(target=feed.run, daemon=True)
         feeder.start()
-        print(f"streaming random changes at {rate:.0f}/s for {duration_s:.0f}s ...", flush=True)
         try:
-            res = run_job(cfg, duration_s=duration_s, ui=ui)
+            res = run_job(cfg, ui=ui, stop_event=feed.stop, observer=feed.observe)
         finally:
-            stop.set()
-            feeder.join(timeout=10)
-            prod.close()
+            feed.stop.set()
+            feeder.join(timeout=30)
+            feed.prod.close()
         t = res.totals
         print("\n=== demo summary ===")
-        print(f"batches           {t['batches']}")
-        print(f"records read      {t['records']}")
+        print(f"batches           {t['batches']}  (first committed {feed.first_batch_s(launched)} after launch)")
+        print(f"records produced  {feed.prod.sent}  (snapshot {feed.snapshot_records}, then changes for "
+              f"{duration_s:.0f} s at {rate:.0f}/s, a few malformed)")
+        caught_up = t["records"] >= feed.prod.sent
+        print(f"records read      {t['records']}  " + ("(all of them)" if caught_up else
+                                                       f"(BEHIND by {feed.prod.sent - t['records']}: {feed.why_behind()})"))
         print(f"rows applied      {t['events']}  (events applied to the Delta mirrors)")
         print(f"quarantined       {t['quarantined']}")
         print(f"tombstones        {t['tombstones']}")
-        print(f"records produced  {prod.sent}")
+        print(f"ms per batch      {feed.step_means()}")
         print(f"lake              {cfg.lake_root}  (mirrors/, quarantine, batches, sketches)")
         _print_sketches(cfg)
+        if not caught_up:
+            print("outputs           not compared with recounts: the job had not read everything produced "
+                  "(run longer with --duration, or on a less busy machine)")
+            return 1
         return _print_graph_outputs(cfg)
     finally:
         if started_broker:

@@ -10,7 +10,6 @@ mirror with its PostgreSQL table value for value and the triangle count with a r
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -24,13 +23,14 @@ DATABASE = "ivmstream_demo"
 PREFIX = "pgdemo"
 
 
-def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "") -> "JobConfig":  # noqa: F821
+def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "",
+                password: str = "") -> "JobConfig":  # noqa: F821
     return parse_config({
         "job": {"name": "pgdemo", "lake_root": str(VAR / "pgdemo" / "lake"),
                 "checkpoint_root": str(REPO_ROOT / "checkpoints"), "trigger_interval_s": 1},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 5000},
         "spark": {"master": "local[*]", "ui": ui},
-        "debezium": {"port": pg_port, "database": DATABASE, "topic_prefix": PREFIX,
+        "debezium": {"port": pg_port, "database": DATABASE, "topic_prefix": PREFIX, "password": password,
                      "connector_name": f"ivmstream-demo{'-' + run if run else ''}", "slot_name": "ivmstream_demo",
                      "publication_name": "ivmstream_demo", "connect_url": connect_url,
                      "properties": {"poll.interval.ms": 100}},
@@ -67,14 +67,25 @@ def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
         time.sleep(0.5)
 
 
-def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool) -> int:
-    from connectors.kafka_connect import EmbeddedConnect, connector_properties, rest
-    from connectors.postgres import EmbeddedPostgres
-    from streaming_app.runner import run_job
+def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool,
+                connect_port: int = 8083, ui_port: int = 4040) -> int:
+    from connectors.kafka_connect import EmbeddedConnect
+    from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
+    connect = EmbeddedConnect(VAR / "connect", port=connect_port, bootstrap=broker.bootstrap)
+    # a second demo stops here, before it touches the database, topics or lake of the first
+    with job_folders(demo_config(pg_port, broker.bootstrap, connect.url, ui)):
+        return _run_pg_demo(duration_s, broker, connect, pg_port, ui, ui_port)
+
+
+def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_port: int) -> int:
+    from connectors.kafka_connect import connector_properties, rest
+    from connectors.postgres import EmbeddedPostgres
+    from streaming_app.preflight import empty_folder
+    from streaming_app.runner import run_job
+
     pg = EmbeddedPostgres(VAR / "postgres", port=pg_port)
-    connect = EmbeddedConnect(VAR / "connect", port=8083, bootstrap=broker.bootstrap)
     started = []
     try:
         for name, svc in (("Kafka broker", broker), ("PostgreSQL", pg), ("Kafka Connect", connect)):
@@ -88,7 +99,9 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
                 print(f"using the running {name}", flush=True)
         # a new connector name each run: Connect keeps a connector's source offsets (its LSN) under
         # its name, and this run's database and slot are new
-        cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui, run=time.strftime("%Y%m%d%H%M%S"))
+        cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui, run=time.strftime("%Y%m%d%H%M%S"),
+                          password=pg.password())
+        cfg = cfg.with_overrides(ui_port=ui_port)
         name = cfg.debezium.connector_name
         for old in rest(connect.url, "GET", "/connectors"):
             if old.startswith("ivmstream-demo"):
@@ -96,8 +109,8 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
         _drop_slot(pg, cfg.debezium.slot_name)
         pg.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         pg.create_database(DATABASE)
-        shutil.rmtree(cfg.lake_root, ignore_errors=True)
-        shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
+        empty_folder(cfg.lake_root)
+        empty_folder(cfg.checkpoint_dir)
         reset_topics(broker.bootstrap, cfg.topics, partitions=1)  # exact order of truncates and key changes
         work = Workload(pg, DATABASE, seed=1, pace_s=0.03)
         work.setup()
@@ -142,6 +155,11 @@ def _summary(cfg, pg, res) -> int:
     print("\n=== demo summary (PostgreSQL -> Debezium -> Kafka -> ivmstream -> Delta) ===")
     print(f"batches           {t['batches']}")
     print(f"records read      {t['records']}  (tombstones {t['tombstones']}, quarantined {t['quarantined']})")
+    if not _markers_applied(cfg):
+        print(f"BEHIND            the job had not applied the history's last change when the demo stopped "
+              f"(after {res.seconds:.0f} s of running): mirrors not compared with PostgreSQL. Give it longer "
+              "(--duration), or a less busy machine")
+        return 1
     failed = 0
     for table in TABLES:
         mirror = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / table)).to_pyarrow_table().to_pylist()

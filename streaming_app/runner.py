@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from streaming_app.config import JobConfig
 from streaming_app.job import IngestJob, Maintainer
@@ -46,7 +47,7 @@ def _operator_part(op: dict) -> str:
 def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: bool = False,
             ui: bool | None = None, maintainers: list[Maintainer] | None = None,
             stop_event: threading.Event | None = None, quiet: bool = False,
-            spark=None) -> RunResult:
+            spark=None, observer: Callable[[dict], None] | None = None) -> RunResult:
     """Run until the duration ends, the stop event is set, a signal arrives, or (with
     ``available_now``) everything on the topics so far has been processed. Before Spark
     starts: the lake and checkpoint must be writable and free (preflight), the broker must
@@ -61,11 +62,11 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         preflight.check_topics(cfg)
         left = None if duration_s is None else max(1.0, duration_s - (time.monotonic() - t0))
         return _run(cfg, duration_s=left, available_now=available_now, ui=ui, maintainers=maintainers,
-                    stop_event=stop_event, quiet=quiet, spark=spark, say=say)
+                    stop_event=stop_event, quiet=quiet, spark=spark, say=say, observer=observer)
 
 
 def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_event, quiet, spark,
-         say) -> RunResult:
+         say, observer) -> RunResult:
     show_ui = cfg.spark.ui if ui is None else ui
     spark = spark or build_session(cfg.spark, SessionOptions(app_name=f"ivmstream:{cfg.name}", ui=show_ui))
     url = spark.sparkContext.uiWebUrl if show_ui else None
@@ -75,8 +76,13 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
         from streaming_app.maintainers import maintainers_for
 
         maintainers = maintainers_for(cfg)
-    job = IngestJob(cfg, spark, maintainers=maintainers,
-                    on_batch=None if quiet else (lambda row: print(batch_line(row), flush=True)))
+    def on_batch(row: dict) -> None:
+        if not quiet:
+            print(batch_line(row), flush=True)
+        if observer is not None:
+            observer(row)
+
+    job = IngestJob(cfg, spark, maintainers=maintainers, on_batch=on_batch)
     stop = stop_event or threading.Event()
     previous = {}
     signalled: list[tuple[str, int | None, int | None]] = []

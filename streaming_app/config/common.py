@@ -19,6 +19,7 @@ ENV = {
     "lake_root": "IVMSTREAM_LAKE_ROOT",
     "checkpoint_root": "IVMSTREAM_CHECKPOINT_ROOT",
     "master": "IVMSTREAM_SPARK_MASTER",
+    "ui_port": "IVMSTREAM_UI_PORT",
     "config": "IVMSTREAM_CONFIG",
     "broker_port": "IVMSTREAM_BROKER_PORT",
     "broker_dir": "IVMSTREAM_BROKER_DIR",

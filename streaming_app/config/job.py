@@ -73,7 +73,7 @@ class JobConfig:
             if isinstance(kw.get(k), str):
                 kw[k] = Path(_want_str(kw[k], f"--{k.replace('_', '-')}", "the folder")).resolve()
         kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
-        spark_kw = {k: kw.pop(k) for k in ("master", "ui") if kw.get(k) is not None}
+        spark_kw = {k: kw.pop(k) for k in ("master", "ui", "ui_port") if kw.get(k) is not None}
         kw = {k: v for k, v in kw.items() if v is not None}
         cfg = replace(self, **kw)
         if kafka_kw:

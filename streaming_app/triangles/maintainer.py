@@ -107,7 +107,7 @@ class TriangleMaintainer:
             "maintain_ms": [ms], "mirror_version": pa.array([self.source.version], pa.int64()),
             "committed_at": pa.array([sink.utcnow()], pa.timestamp("us", tz="UTC")),
         })
-        sink.append(spark, job.lake.output("triangle_counts"), row, f"{ctx.app_id}:{self.name}", ctx.batch_id)
+        sink.append_small(spark, job.lake.output("triangle_counts"), row, f"{ctx.app_id}:{self.name}", ctx.batch_id)
         ctx.metrics[self.name] = {"triangles": self.engine.count, "ms": round(ms, 1),
                                   "rows_in": 0 if delta is None else delta.num_rows, "deltas_out": 1,
                                   "state_size": int(st["D"]) + sum(st["view_entries"].values())}

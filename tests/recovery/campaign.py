@@ -371,7 +371,7 @@ def check_lake(c: Campaign) -> dict:
     d = nx.DiGraph()
     d.add_edges_from(c.edges)
     closure = {(str(x), str(y)) for x in d.nodes for s in d.successors(x) for y in {s} | nx.descendants(d, s)}
-    reach = {(r["src"], r["dst"]) for r in c.table("reachability").to_pylist() if r["view"] == "reach"}
+    reach = {(str(r["src"]), str(r["dst"])) for r in c.table("reachability").to_pylist() if r["view"] == "reach"}
     res["compared"] += len(closure)
     if closure - reach:
         problem("lost", len(closure - reach), f"reachability: missing {sorted(closure - reach)[:5]}")
