@@ -17,6 +17,7 @@ import numpy as np
 
 from connectors import delta_sink as sink
 from operators.sketch_safety.registration import check_query
+from state.recovery import read_table
 from streaming_app.sketches import delta_side
 from streaming_app.sketches.pushdown import pushdown
 from streaming_app.sketches.registry import Registration, compute_boundaries, store_boundaries
@@ -65,7 +66,7 @@ class QueryState:
             if tables_cache is not None and key in tables_cache:
                 data[t] = tables_cache[key]
             else:
-                data[t] = sink.read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                data[t] = read_table(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
                 if tables_cache is not None:
                     tables_cache[key] = data[t]
         large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}

@@ -94,7 +94,9 @@ def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragm
     """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values."""
     from operators.sketch import RangePartition
 
-    col = sink.read_version(spark, lake.mirror(table), version, [attribute]).column(attribute)
+    from state.recovery import read_table  # delta-rs on a local lake: no Spark job
+
+    col = read_table(spark, lake.mirror(table), version, [attribute]).column(attribute)
     if len(col) - col.null_count == 0:
         return None
     return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
@@ -117,12 +119,21 @@ def append_registration(spark, lake, reg: Registration) -> None:
 
 def store_boundaries(spark, lake, name: str, part: Part) -> None:
     """Record boundaries computed at a later capture (the mirror had no values at registration)."""
+    lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
+    bounds = bounds_to_json(part.boundaries).replace("'", "''")
+    path = lake.output(REGISTERED)
+    if sink._local(path):  # delta-rs: one commit, no Spark job
+        import deltalake
+
+        deltalake.DeltaTable(path).update(
+            predicate=f""""name" = '{lit}' AND "partition_table" = '{tlit}' AND "boundaries" IS NULL""",
+            updates={'"boundaries"': f"'{bounds}'", '"capture_version"': f"CAST({int(part.capture_version)} AS BIGINT)"})
+        return
     from delta.tables import DeltaTable
 
-    lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
-    DeltaTable.forPath(spark, lake.output(REGISTERED)).update(
+    DeltaTable.forPath(spark, path).update(
         f"name = '{lit}' AND partition_table = '{tlit}' AND boundaries IS NULL",
-        {"boundaries": f"'{bounds_to_json(part.boundaries)}'", "capture_version": str(part.capture_version)})
+        {"boundaries": f"'{bounds}'", "capture_version": str(part.capture_version)})
 
 
 def registry_version(lake) -> int:
