@@ -396,6 +396,11 @@ def read_changes(spark, path: str, after_version: int, to_version: int, columns:
     """
     if to_version <= after_version:
         return None
+    if _local(path):
+        try:
+            return _read_changes_rs(path, after_version, to_version, columns, where)
+        except Exception:  # noqa: BLE001 - a table or condition delta-rs / duckdb cannot read: Spark can
+            pass
     df = (spark.read.format("delta").option("readChangeFeed", "true")
           .option("startingVersion", after_version + 1).option("endingVersion", to_version)
           .load(path))
@@ -406,6 +411,38 @@ def read_changes(spark, path: str, after_version: int, to_version: int, columns:
         df = df.where(where)
 
     return df.select(*[F.col(f"`{c}`") for c in cols], F.expr(_WEIGHT_SQL).cast("long").alias(WEIGHT)).toArrow()
+
+
+_SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+
+
+def _read_changes_rs(path: str, after_version: int, to_version: int, columns: list[str] | None,
+                     where: str | None) -> pa.Table:
+    """``read_changes`` on a local lake without a Spark job: delta-rs reads the change feed,
+    duckdb applies ``where`` (Spark SQL, translated by sqlglot). Strings come back as plain
+    ``string``, as Spark hands them over."""
+    import deltalake
+
+    dt_ = deltalake.DeltaTable(path)
+    cols = list(columns or [f.name for f in dt_.schema().fields])
+    reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,
+                          columns=cols + ["_change_type"])
+    t = pa.RecordBatchReader.from_stream(reader).read_all()
+    if where:
+        import duckdb
+        import sqlglot
+
+        con = duckdb.connect()
+        con.register("changes", t)
+        res = con.sql(f"SELECT * FROM changes WHERE {sqlglot.transpile(where, read='spark', write='duckdb')[0]}")
+        res = res.arrow()
+        t = res.read_all() if hasattr(res, "read_all") else res
+        con.close()
+    w = pa.array([_SIGN[k] for k in t.column("_change_type").to_pylist()], pa.int64())
+    t = t.select(cols)
+    plain = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                                or str(f.type) == "string_view" else f.type) for f in t.schema])
+    return t.cast(plain).append_column(WEIGHT, w)
 
 
 def read_version(spark, path: str, version: int, columns: list[str] | None = None) -> pa.Table:

@@ -107,6 +107,11 @@ class Feed:
             data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
         edges = EdgeChanges(seed=7)
         data["edges"] = list(edges.live.values())
+        # in a seeded random order: the sketches capture at the first batch that brings rows,
+        # and their equi-depth boundaries are only as good as that batch's sample of the keys
+        rng = random.Random(11)
+        for rows in data.values():
+            rng.shuffle(rows)
         total = sum(map(len, data.values()))
         t0 = last = time.monotonic()
         sent = 0

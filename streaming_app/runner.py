@@ -7,6 +7,7 @@ normal stop leaves no batch to replay; a hard kill is covered by the checkpoint.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -32,7 +33,16 @@ def batch_line(row: dict) -> str:
             f"{row['keys_changed']:>6} keys, {row['quarantined']} quarantined "
             f"({slowest})")
     ops = [_operator_part(op) for op in row.get("operators") or []]
-    return line + ("\n             " + "; ".join(ops) if ops else "")
+    line += "\n             " + "; ".join(ops) if ops else ""
+    try:
+        per = (json.loads(row.get("metrics") or "{}").get("sketches") or {}).get("per_query") or {}
+    except (TypeError, ValueError):
+        per = {}
+    if per:  # each sketched query the batch brought forward
+        line += "\n             sketches: " + "; ".join(
+            f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} fragments {v['ms']:.0f} ms"
+            for q, v in per.items())
+    return line
 
 
 def _operator_part(op: dict) -> str:

@@ -1,4 +1,7 @@
-"""A line per batch with the sketch figures, printed beside the streaming query's progress."""
+"""The streaming query's progress with the sketch figures of each batch, kept for readers
+(tests); the console line is the runner's, printed in order with its batch line
+(``runner.batch_line``): this listener hears a batch after it committed, on Spark's thread,
+and its line came after the next batch's or the demo's summary."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ _LISTENERS: dict = {}
 
 
 def progress_listener(spark, maintainer) -> None:
-    """Print each batch's sketch metrics with the streaming query's progress (one listener per
+    """Keep each batch's sketch metrics with the streaming query's progress (one listener per
     session; it follows the latest maintainer)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
@@ -26,14 +29,13 @@ def progress_listener(spark, maintainer) -> None:
         def onQueryProgress(self, event):
             p = event.progress
             m = self.maintainer.recent.get(p.batchId)
-            if m:
+            if m and m["per_query"]:
                 per = ", ".join(f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} {v['ms']:.0f}ms"
                                 for q, v in m["per_query"].items())
                 line = (f"[{p.name}] batch {p.batchId} progress: {p.numInputRows} input rows, "
                         f"{p.processedRowsPerSecond:.0f} rows/s; sketches: {m['delta_rows_in']} delta rows, "
                         f"{m['sketch_changes']} fragment changes, {m['ms']:.0f} ms ({per})")
                 self.lines = (self.lines + [line])[-64:]
-                print(line, flush=True)
 
         def onQueryIdle(self, event):
             pass

@@ -86,7 +86,12 @@ def as_parts(partitions) -> list[Part]:
 
 
 def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
-    rows = spark.read.format("delta").load(lake.output(REGISTERED)).collect()
+    path = lake.output(REGISTERED)
+    if sink._local(path):  # delta-rs reads it without a Spark job
+        import deltalake
+
+        return group_registrations(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist())
+    rows = spark.read.format("delta").load(path).collect()
     return group_registrations([r.asDict() for r in rows])
 
 
@@ -114,7 +119,13 @@ def _reg_rows(reg: Registration) -> pa.Table:
     })
 
 def append_registration(spark, lake, reg: Registration) -> None:
-    spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(lake.output(REGISTERED))
+    path = lake.output(REGISTERED)
+    if sink._local(path):
+        import deltalake
+
+        deltalake.write_deltalake(path, _reg_rows(reg), mode="append")
+        return
+    spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(path)
 
 
 def store_boundaries(spark, lake, name: str, part: Part) -> None:

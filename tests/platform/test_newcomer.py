@@ -182,3 +182,20 @@ def test_a_topic_that_does_not_exist(tmp_path, capsys, kafka_broker):
     assert cli.main(["run", "--config", str(f), "--bootstrap-servers", kafka_broker.bootstrap]) == 2
     one_line(capsys.readouterr().err, "IVM500", "topic 'nb.orders' of table 'orders' does not exist",
              f"ivmstream produce --config {f} --table orders --count 0")
+
+
+def test_the_batch_line_carries_the_sketch_figures_and_never_an_empty_list():
+    """Item 6: the per-query sketch figures print with their batch's line (in order, before the
+    next batch and the summary), and a batch that maintained no query prints no empty '()'."""
+    import json
+
+    from streaming_app.runner import batch_line
+
+    row = {"batch_id": 3, "records_in": 20000, "events": 19990, "keys_changed": 19000, "quarantined": 2,
+           "step_ms": {"collect": 400.0, "maintain:sketches": 120.0}, "operators": [
+               {"name": "sketches", "rows_in": 300, "deltas_out": 2, "ms": 120.0, "state_size": 50}]}
+    quiet = batch_line({**row, "metrics": json.dumps({"sketches": {"per_query": {}}})})
+    assert "()" not in quiet and "sketches: 300 in, 2 out, 120 ms" in quiet and "fragments" not in quiet
+    per = {"big_orders": {"delta_rows": 300, "added": 1, "removed": 1, "ms": 80.0}}
+    loud = batch_line({**row, "metrics": json.dumps({"sketches": {"per_query": per}})})
+    assert loud.splitlines()[-1].strip() == "sketches: big_orders 300 rows +1/-1 fragments 80 ms"
