@@ -70,19 +70,35 @@ class EdgeChanges:
 
 
 class Feed:
-    """What the demo sends while the job runs: the snapshot (a progress line every few
-    seconds), then seeded random changes for ``duration_s``; then it waits until the job has
-    read every record sent (at most ``drain_s``) and stops the job. ``observe`` is the job's
+    """What the demo sends while the job runs, and when it stops the job. A producer process of
+    its own (``_produce``: a Python producer in the job's process would take the interpreter's
+    lock from the batches' decoding) sends the snapshot, a progress line every few seconds,
+    then seeded random changes for ``duration_s``; then ``run`` waits until the job has read
+    every record sent (at most ``drain_s``) and stops the job. ``observe`` is the job's
     per-batch hook: records read, step times, when the first batch committed."""
 
-    def __init__(self, cfg, prod: CdcProducer, duration_s: float, rate: float):
-        self.cfg, self.prod, self.duration_s, self.rate = cfg, prod, duration_s, rate
+    def __init__(self, cfg, bootstrap: str, duration_s: float, rate: float):
+        import multiprocessing
+
+        mp = multiprocessing.get_context("spawn")  # no fork of a process with threads (and, later, a JVM)
+        self.sent, self.snapshot = mp.Value("q", 0), mp.Value("q", 0)
+        self.done, self.halt = mp.Event(), mp.Event()  # all sent and flushed; stop sending
+        self.proc = mp.Process(target=_produce, daemon=True, args=(
+            cfg, bootstrap, duration_s, rate, self.sent, self.snapshot, self.done, self.halt))
+        self.duration_s, self.rate = duration_s, rate
         self.drain_s = max(60.0, duration_s)
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # stops the job
         self.read = 0
         self.steps: list[dict] = []
         self.first_at: float | None = None
-        self.snapshot_records = 0
+
+    @property
+    def produced(self) -> int:
+        return self.sent.value
+
+    @property
+    def snapshot_records(self) -> int:
+        return self.snapshot.value
 
     def observe(self, row: dict) -> None:
         if self.first_at is None:
@@ -91,74 +107,24 @@ class Feed:
         self.steps.append(dict(row["step_ms"]))
 
     def run(self) -> None:
+        """A thread of the demo: start the producer, wait until it is done, drain, stop the job."""
+        self.proc.start()
         try:
-            gens = self._snapshot()
-            if gens is not None:
-                self._changes(gens)
+            while not self.done.is_set() and not self.stop.is_set() and self.proc.is_alive():
+                self.done.wait(0.5)
+            if self.done.is_set():
                 self._drain()
         finally:
             self.stop.set()
 
-    def _snapshot(self) -> dict | None:
-        cfg, prod = self.cfg, self.prod
-        tpch = tpch_subset()
-        data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
-        for t in TPCH_TABLES:
-            data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
-        edges = EdgeChanges(seed=7)
-        data["edges"] = list(edges.live.values())
-        # in a seeded random order: the sketches capture at the first batch that brings rows,
-        # and their equi-depth boundaries are only as good as that batch's sample of the keys
-        rng = random.Random(11)
-        for rows in data.values():
-            rng.shuffle(rows)
-        total = sum(map(len, data.values()))
-        t0 = last = time.monotonic()
-        sent = 0
-        for name, rows in data.items():
-            table = cfg.table(name)
-            for row in rows:
-                prod.send(table, "r", None, row)
-                sent += 1
-                if sent % 1000 == 0 and time.monotonic() - last >= 3:
-                    if self.stop.is_set():
-                        return None
-                    last = time.monotonic()
-                    print(f"snapshot: {sent:,} of {total:,} records sent ({100 * sent / total:.0f}%), "
-                          f"{sent / (last - t0):,.0f} records/s", flush=True)
-        prod.flush()
-        self.snapshot_records = total
-        print(f"snapshot: {total:,} records sent in {time.monotonic() - t0:.1f} s ("
-              + ", ".join(f"{n} {len(r):,}" for n, r in data.items()) + ")", flush=True)
-        # lineitem's values stay in TPC-H's ranges (quantities 1..50), so that an order's total
-        # quantity rarely crosses big_orders' threshold and its sketch keeps skipping most orders
-        gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n], domain=50 if n == "lineitem" else 1000)
-                for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
-        gens["edges"] = edges
-        return gens
-
-    def _changes(self, gens: dict) -> None:
-        cfg, prod = self.cfg, self.prod
-        print(f"streaming random changes at {self.rate:.0f}/s for {self.duration_s:.0f} s ...", flush=True)
-        tables = list(gens)
-        i = 0
-        interval = 1.0 / self.rate if self.rate > 0 else 0.0
-        t0 = time.monotonic()
-        while not self.stop.is_set() and time.monotonic() - t0 < self.duration_s:
-            name = tables[i % len(tables)]
-            op, before, after = gens[name].next()
-            prod.send(cfg.table(name), op, before, after)
-            i += 1
-            if i % 500 == 0:  # a few malformed records, which must be quarantined, not lost
-                prod.send_raw(cfg.table("sales").topic, b'{"id": 999999}', b'{"op": "c", "after": {"id": "x"')
-            if interval:
-                delay = t0 + i * interval - time.monotonic()
-                if delay > 0:
-                    self.stop.wait(delay)
-        prod.flush()
+    def close(self) -> None:
+        self.halt.set()
+        self.proc.join(timeout=30)
+        if self.proc.is_alive():
+            self.proc.terminate()
 
     def _drain(self) -> None:
-        produced = self.prod.sent
+        produced = self.produced
         print(f"stopped producing: {produced:,} records sent; the job runs until it has read them all "
               f"(at most {self.drain_s:.0f} s more)", flush=True)
         t0 = last = time.monotonic()
@@ -187,6 +153,82 @@ class Feed:
         slowest = max({k for s in self.steps for k in s}, key=lambda k: sum(s.get(k, 0.0) for s in self.steps))
         return (f"{len(self.steps)} batches of ~{per / 1000:.1f} s each; the slowest step is "
                 f"{slowest.removeprefix('maintain:')}")
+
+
+def _produce(cfg, bootstrap: str, duration_s: float, rate: float, sent, snapshot, done, halt) -> None:
+    """The demo's producer process: the snapshot in a seeded random order, then the changes."""
+    prod = CdcProducer(bootstrap)
+    try:
+        gens = _send_snapshot(cfg, prod, sent, snapshot, halt)
+        if gens is not None:
+            _send_changes(cfg, prod, gens, duration_s, rate, sent, halt)
+        prod.flush()
+        sent.value = prod.sent
+        if not halt.is_set():
+            done.set()
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the demo says the rest
+        pass
+    finally:
+        prod.close()
+
+
+def _send_snapshot(cfg, prod, sent, snapshot, halt) -> dict | None:
+    tpch = tpch_subset()
+    data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
+    for t in TPCH_TABLES:
+        data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
+    edges = EdgeChanges(seed=7)
+    data["edges"] = list(edges.live.values())
+    # in a seeded random order: the sketches capture at the first batch that brings rows,
+    # and their equi-depth boundaries are only as good as that batch's sample of the keys
+    rng = random.Random(11)
+    for rows in data.values():
+        rng.shuffle(rows)
+    total = sum(map(len, data.values()))
+    t0 = last = time.monotonic()
+    for name, rows in data.items():
+        table = cfg.table(name)
+        for row in rows:
+            prod.send(table, "r", None, row)
+            if prod.sent % 1000 == 0:
+                sent.value = prod.sent
+                if halt.is_set():
+                    return None
+                if time.monotonic() - last >= 3:
+                    last = time.monotonic()
+                    print(f"snapshot: {prod.sent:,} of {total:,} records sent ({100 * prod.sent / total:.0f}%), "
+                          f"{prod.sent / (last - t0):,.0f} records/s", flush=True)
+    prod.flush()
+    sent.value = snapshot.value = prod.sent
+    print(f"snapshot: {total:,} records sent in {time.monotonic() - t0:.1f} s ("
+          + ", ".join(f"{n} {len(r):,}" for n, r in data.items()) + ")", flush=True)
+    # lineitem's values stay in TPC-H's ranges (quantities 1..50), so that an order's total
+    # quantity rarely crosses big_orders' threshold and its sketch keeps skipping most orders
+    gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n], domain=50 if n == "lineitem" else 1000)
+            for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
+    gens["edges"] = edges
+    return gens
+
+
+def _send_changes(cfg, prod, gens: dict, duration_s: float, rate: float, sent, halt) -> None:
+    print(f"streaming random changes at {rate:.0f}/s for {duration_s:.0f} s ...", flush=True)
+    tables = list(gens)
+    i = 0
+    interval = 1.0 / rate if rate > 0 else 0.0
+    t0 = time.monotonic()
+    while not halt.is_set() and time.monotonic() - t0 < duration_s:
+        name = tables[i % len(tables)]
+        op, before, after = gens[name].next()
+        prod.send(cfg.table(name), op, before, after)
+        i += 1
+        if i % 500 == 0:  # a few malformed records, which must be quarantined, not lost
+            prod.send_raw(cfg.table("sales").topic, b'{"id": 999999}', b'{"op": "c", "after": {"id": "x"')
+        if i % 100 == 0:
+            sent.value = prod.sent
+        if interval:
+            delay = t0 + i * interval - time.monotonic()
+            if delay > 0:
+                halt.wait(delay)
 
 
 def _print_sketches(cfg) -> None:
@@ -294,7 +336,7 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
         reset_topics(broker.bootstrap, cfg.topics)
-        feed = Feed(cfg, CdcProducer(broker.bootstrap), duration_s, rate)
+        feed = Feed(cfg, broker.bootstrap, duration_s, rate)
         # the snapshot and the changes are sent while Spark starts and the job runs
         feeder = threading.Thread(target=feed.run, daemon=True)
         feeder.start()
@@ -302,16 +344,16 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
             res = run_job(cfg, ui=ui, stop_event=feed.stop, observer=feed.observe)
         finally:
             feed.stop.set()
+            feed.close()
             feeder.join(timeout=30)
-            feed.prod.close()
         t = res.totals
         print("\n=== demo summary ===")
         print(f"batches           {t['batches']}  (first committed {feed.first_batch_s(launched)} after launch)")
-        print(f"records produced  {feed.prod.sent}  (snapshot {feed.snapshot_records}, then changes for "
+        print(f"records produced  {feed.produced}  (snapshot {feed.snapshot_records}, then changes for "
               f"{duration_s:.0f} s at {rate:.0f}/s, a few malformed)")
-        caught_up = t["records"] >= feed.prod.sent
+        caught_up = t["records"] >= feed.produced
         print(f"records read      {t['records']}  " + ("(all of them)" if caught_up else
-                                                       f"(BEHIND by {feed.prod.sent - t['records']}: {feed.why_behind()})"))
+                                                       f"(BEHIND by {feed.produced - t['records']}: {feed.why_behind()})"))
         print(f"rows applied      {t['events']}  (events applied to the Delta mirrors)")
         print(f"quarantined       {t['quarantined']}")
         print(f"tombstones        {t['tombstones']}")

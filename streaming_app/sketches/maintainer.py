@@ -82,8 +82,9 @@ class SketchStreamMaintainer:
                           f"in {(time.perf_counter() - t0) * 1000:.0f} ms, caught up {rows:,} changes", flush=True)
                     return q
         if q.capture(spark, job.lake, self.cfg, versions, tables_cache):
-            print(f"[{job.cfg.name}] {store_name(reg.name)}: captured from the mirrors in "
-                  f"{(time.perf_counter() - t0) * 1000:.0f} ms ({why})", flush=True)
+            s = time.perf_counter() - t0
+            print(f"[{job.cfg.name}] {store_name(reg.name)}: captured from the mirrors, {q.capture_rows:,} rows in "
+                  f"{s * 1000:.0f} ms ({q.capture_rows / max(s, 1e-3):,.0f} rows/s; {why})", flush=True)
         return q
 
     def _refresh(self, spark, job, versions: dict) -> list[QueryState]:

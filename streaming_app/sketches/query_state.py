@@ -69,6 +69,7 @@ class QueryState:
                 data[t] = read_table(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
                 if tables_cache is not None:
                     tables_cache[key] = data[t]
+        self.capture_rows = sum(d.num_rows for d in data.values())
         large = {t for t, d in data.items() if d.num_rows >= cfg.sketch.spark_join_rows}
         self.engine = SketchMaintainer.from_sql(reg.sql, reg.partitions(),
                                                 store_factory=delta_side.delta_side_factory(large))
