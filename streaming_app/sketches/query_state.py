@@ -35,6 +35,7 @@ class QueryState:
     last_apply_ms: float = 0.0  # engine time of the last bring_forward (no I/O)
     bound: bool = False  # Delta-backed join inputs attached to Spark
     probe_cache: object = None  # delta_side.ProbeCache shared by the job's queries in a batch
+    capture_rows: int = 0  # rows the last capture read from the mirrors
     _pushdown: dict | None = None
 
     @property
