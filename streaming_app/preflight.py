@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -31,8 +32,15 @@ class InUseError(IvmError):
     code = "IVM120"
 
 
+def local(path) -> bool:
+    """A folder of this machine (not ``s3a://...``, ``abfss://...``: those have no flock)."""
+    return not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)) or str(path).startswith("file:")
+
+
 def check_writable(path: Path, what: str) -> None:
     """``path`` exists or can be made, and a file can be written in it."""
+    if not local(path):
+        return
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".ivmstream-write-test-{os.getpid()}"
@@ -65,6 +73,9 @@ _held: dict[str, list] = {}  # lock file -> [fd, holders in this process]
 def folder_lock(folder: Path, what: str, owner: str):
     """Hold ``folder``'s lock file while the block runs. A second process is refused at once
     with the holder's pid; the same process may take it again (the demo, then its job)."""
+    if not local(folder):
+        yield
+        return
     key = str((folder / LOCK_NAME).resolve())
     if key in _held:
         _held[key][1] += 1
