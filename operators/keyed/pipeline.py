@@ -1,0 +1,112 @@
+"""The keyed stages of one micro-batch in one process: the statestore backend's logic without Spark.
+
+``stage_cdc`` (key: table and bucket), ``stage_group`` (key: query and group) and
+``stage_mu`` (key: query and fragment) are what the Spark processors of
+``streaming_app.statestore`` call for each key; ``KeyedPipeline`` calls them with dict state
+in the order Spark's shuffles would, so the fast tests check the keyed path against the
+memory backend's engine without starting Spark.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from connectors.mirror_plan import TablePlan
+from operators.keyed import cdc
+from operators.keyed.sketch import KeyedQuery, fragment_weights, mu_step
+
+
+@dataclass
+class Stage1Out:
+    plan: TablePlan
+    deltas: list  # (weight, image)
+    groups: dict = field(default_factory=dict)  # query -> [(group key text, Delta)]
+    fragments: dict = field(default_factory=dict)  # query (no aggregation) -> {fragment: weight}
+
+
+def stage_cdc(store, events: list, queries: list) -> Stage1Out:
+    """One bucket's events -> mirror plan, signed deltas, and each query's annotated rows."""
+    b = cdc.step(store, events)
+    out = Stage1Out(b.plan, b.deltas)
+    for q in queries:
+        d = q.annotate(b.deltas)
+        if d is None:
+            continue
+        if q.aggregated:
+            out.groups[q.name] = q.split_groups(d)
+        else:
+            out.fragments[q.name] = fragment_weights(d)
+    return out
+
+
+def stage_group(q: KeyedQuery, blob, parts: list) -> tuple:
+    return q.group_step(blob, parts)
+
+
+def stage_mu(count: int, w: int) -> tuple:
+    return mu_step(count, w)
+
+
+class KeyedPipeline:
+    """Every keyed stage with dict state: the statestore backend's answers, in one process."""
+
+    def __init__(self, queries: list, buckets: int = 8):
+        self.queries = {q.name: q for q in queries}
+        self.buckets = buckets
+        self.cdc: dict = defaultdict(cdc.DictStore)  # (table, bucket) -> store
+        self.groups: dict = {}  # (query, group key text) -> blob
+        self.mu: dict = {}  # (query, global fragment) -> counter
+
+    def run_batch(self, events: dict) -> tuple:
+        """``events``: table -> [CdcEvent] of the batch. Returns ({table: TablePlan merged over
+        buckets}, {table: signed deltas}, {query: (added global ids, removed global ids)})."""
+        plans, deltas = {}, {}
+        parts: dict = defaultdict(list)
+        weights: dict = defaultdict(int)
+        for table, evs in events.items():
+            by_bucket: dict = defaultdict(list)
+            for ev in evs:
+                if ev.op == "t":  # the decode stage fans a truncate out to every bucket
+                    for b in range(self.buckets):
+                        by_bucket[b].append(ev)
+                else:
+                    by_bucket[cdc.bucket_of(ev.key, self.buckets)].append(ev)
+            plan = TablePlan()
+            qs = [q for q in self.queries.values() if q.table == table.lower()]
+            for b, bevs in sorted(by_bucket.items()):
+                o = stage_cdc(self.cdc[(table, b)], bevs, qs)
+                plan.final.update(o.plan.final)
+                plan.truncate |= o.plan.truncate
+                plan.rejected.extend(o.plan.rejected)
+                deltas.setdefault(table, []).extend(o.deltas)
+                for name, gs in o.groups.items():
+                    for key, d in gs:
+                        parts[(name, key)].append(d)
+                for name, fw in o.fragments.items():
+                    for f, x in fw.items():
+                        weights[(name, f)] += x
+            plans[table] = plan
+        for (name, key), ds in parts.items():
+            blob, fw = stage_group(self.queries[name], self.groups.get((name, key)), ds)
+            if blob is None:
+                self.groups.pop((name, key), None)
+            else:
+                self.groups[(name, key)] = blob
+            for f, x in fw.items():
+                weights[(name, f)] += x
+        changes = {n: (set(), set()) for n in self.queries}
+        for (name, f), x in weights.items():
+            if not x:
+                continue
+            c, ch = stage_mu(self.mu.get((name, f), 0), x)
+            if c:
+                self.mu[(name, f)] = c
+            else:
+                self.mu.pop((name, f), None)
+            if ch:
+                changes[name][0 if ch > 0 else 1].add(f)
+        return plans, deltas, changes
+
+    def sketch(self, name: str) -> set:
+        return {f for (n, f) in self.mu if n == name}

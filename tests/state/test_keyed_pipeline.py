@@ -1,0 +1,156 @@
+"""The statestore backend's keyed stages against the memory backend's engine, no Spark.
+
+Random CDC histories (inserts, updates, deletes, keys and groups that vanish and return,
+truncates, TOASTed updates) are cut into batches. Each batch goes (1) through
+``KeyedPipeline`` (last image per key in bucket state, per-group aggregate state, μ per
+fragment) and (2) through the memory backend's path: the mirror as a dict, the exact signed
+difference of the batch, ``SketchMaintainer.apply``. Every batch the mirror plan, the signed
+deltas (as a multiset), the sketch delta and the sketch must agree.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.debezium import CdcEvent
+from operators.errors import UnsupportedSqlError
+from operators.keyed.cdc import DictStore, bucket_of, step
+from operators.keyed.pipeline import KeyedPipeline
+from operators.keyed.sketch import KeyedQuery, mu_step
+from operators.sketch import RangePartition, SketchMaintainer
+
+SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.int64()), ("v", pa.int64()), ("p", pa.int64())])
+PART = {"t": RangePartition("p", [0, 3, 6, 10])}
+QUERIES = {
+    "having": "SELECT g, SUM(v) AS s, COUNT(*) AS c FROM t GROUP BY g HAVING COUNT(*) > 1",
+    "minmax": "SELECT g, MIN(v) AS lo, MAX(v) AS hi FROM t WHERE v > 2 GROUP BY g HAVING MAX(v) < 9",
+    "avg": "SELECT g, AVG(v) AS a FROM t GROUP BY g HAVING AVG(v) >= 4",
+    "distinct": "SELECT DISTINCT g FROM t WHERE p < 8",
+    "global": "SELECT COUNT(*) AS n, SUM(v) AS s FROM t WHERE g = 1",
+    "select": "SELECT id, v FROM t WHERE v < 5",
+}
+
+
+def _row(i, g, v, p):
+    return {"id": i, "g": g, "v": v, "p": p}
+
+
+ops = st.lists(st.tuples(st.sampled_from("iiuudt~"), st.integers(0, 7), st.integers(0, 3),
+                         st.one_of(st.none(), st.integers(0, 10)), st.integers(-1, 11)),
+               min_size=1, max_size=60)
+
+
+def _history(raw):
+    """Raw draws -> CdcEvents in log order, as Debezium would send them for a live table."""
+    live: dict = {}
+    events = []
+    for off, (op, i, g, v, p) in enumerate(raw):
+        key = (i,)
+        if op == "t":
+            events.append(CdcEvent("t", "t", (), None, None, None, 0, off))
+            live.clear()
+        elif op == "d":
+            if key in live:
+                events.append(CdcEvent("t", "d", key, live.pop(key), None, None, 0, off))
+        elif op == "~":  # an update whose v Debezium left out (TOAST): keep the current value
+            if key in live:
+                after = {**live[key], "g": g, "v": None}
+                events.append(CdcEvent("t", "u", key, None, after, None, 0, off, frozenset({"v"})))
+                live[key] = {**after, "v": live[key]["v"]}
+        else:  # i or u: a create of an absent key, else an update
+            after = _row(i, g, v, p)
+            events.append(CdcEvent("t", "u" if key in live else "c", key, live.get(key), after, None, 0, off))
+            live[key] = after
+    return events
+
+
+def _table(rows, weights=None):
+    t = pa.Table.from_pylist(rows, schema=SCHEMA) if rows else SCHEMA.empty_table()
+    if weights is not None:
+        t = t.append_column("__weight", pa.array(weights, pa.int64()))
+    return t
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]))
+def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets):
+    events = _history(raw)
+    keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in QUERIES.items()]
+    pipe = KeyedPipeline(keyed, buckets=buckets)
+    memory = {n: SketchMaintainer(sql, PART) for n, sql in QUERIES.items()}
+    for m in memory.values():
+        m.initialize({"t": _table([])})
+    mirror: dict = {}
+    pos, k = 0, 0
+    while pos < len(events):
+        batch = events[pos:pos + cuts[k % len(cuts)]]
+        pos, k = pos + len(batch), k + 1
+        plans, deltas, changes = pipe.run_batch({"t": batch})
+        # the memory backend: mirror write, then the exact difference of the mirror
+        before = dict(mirror)
+        plan = plans["t"]
+        if plan.truncate:
+            mirror.clear()
+        for key, img in plan.final.items():
+            if img is None:
+                mirror.pop(key, None)
+            else:
+                mirror[key] = img
+        gone = [r for key, r in before.items() if mirror.get(key) != r]
+        new = [r for key, r in mirror.items() if before.get(key) != r]
+        want = Counter([(-1, tuple(r.values())) for r in gone] + [(1, tuple(r.values())) for r in new])
+        got = Counter((w, tuple(img.values())) for w, img in deltas.get("t", []))
+        assert got == want, "signed deltas from the keyed last images differ from the mirror's difference"
+        for n, m in memory.items():
+            sd = m.apply({"t": _table(gone + new, [-1] * len(gone) + [1] * len(new))})
+            added, removed = changes[n]
+            q = next(q for q in keyed if q.name == n)
+            assert {q.split_fragment(f)[1] for f in added} == sd.added["t"], n
+            assert {q.split_fragment(f)[1] for f in removed} == sd.removed["t"], n
+            assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(n)) == m.sketch["t"], n
+    # the state holds exactly the live rows, each in its bucket
+    held = {key: img for (t, b), s in pipe.cdc.items() for key, img in s.items()
+            if bucket_of(key, buckets) == b}
+    assert held == mirror
+
+
+def test_truncate_deletes_every_held_image_and_keeps_what_follows():
+    s = DictStore()
+    step(s, [CdcEvent("t", "c", (1,), None, _row(1, 0, 1, 1), None, 0, 0),
+             CdcEvent("t", "c", (2,), None, _row(2, 0, 2, 2), None, 0, 1)])
+    out = step(s, [CdcEvent("t", "c", (3,), None, _row(3, 0, 3, 3), None, 0, 4),
+                   CdcEvent("t", "t", (), None, None, None, 0, 3),  # out of order on purpose: sorted by offset
+                   CdcEvent("t", "u", (2,), None, _row(2, 1, 2, 2), None, 0, 2)])
+    assert sorted((w, img["id"], img["g"]) for w, img in out.deltas) == [(-1, 1, 0), (-1, 2, 0), (1, 3, 0)]  # the update before the truncate never lands
+    assert dict(s) == {(3,): _row(3, 0, 3, 3)}
+    assert out.plan.truncate
+
+
+def test_unchanged_image_emits_nothing_and_toast_reads_state():
+    s = DictStore()
+    step(s, [CdcEvent("t", "c", (1,), None, _row(1, 0, 7, 1), None, 0, 0)])
+    out = step(s, [CdcEvent("t", "u", (1,), None, {**_row(1, 0, None, 1)}, None, 0, 1, frozenset({"v"}))])
+    assert out.deltas == [] and out.plan.toast_filled == 1
+    out = step(s, [CdcEvent("t", "u", (9,), None, _row(9, 0, None, 1), None, 0, 2, frozenset({"v"}))])
+    assert out.deltas == [] and [code for _, code, _ in out.plan.rejected] == ["DATA_TOAST_UNKNOWN"]
+
+
+def test_mu_counter_flips_only_at_zero():
+    assert mu_step(0, 2) == (2, 1)
+    assert mu_step(2, -1) == (1, 0)
+    assert mu_step(1, -1) == (0, -1)
+    with pytest.raises(Exception, match="below zero"):
+        mu_step(0, -1)
+
+
+def test_joins_and_topk_are_refused_with_a_reason():
+    schemas = {"t": SCHEMA, "u": pa.schema([("id", pa.int64()), ("w", pa.int64())])}
+    with pytest.raises(UnsupportedSqlError, match="single-table"):
+        KeyedQuery("j", "SELECT t.v FROM t JOIN u ON t.id = u.id", PART, schemas)
+    with pytest.raises(UnsupportedSqlError, match="top-k"):
+        KeyedQuery("k", "SELECT id, v FROM t ORDER BY v LIMIT 3", PART, {"t": SCHEMA})
