@@ -208,6 +208,11 @@ class IngestJob:
         started = sink.utcnow()
         steps: dict[str, float] = {}
         spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: read and decode")
+        decoded, offsets, raw_of = self._read(batch_df, batch_id, steps)
+        self._apply(spark, batch_id, started, steps, decoded, offsets, raw_of)
+
+    def _read(self, batch_df, batch_id: int, steps: dict):
+        """The batch's decoded events, its Kafka offsets, and a reader of raw records by coordinates."""
         t = time.perf_counter()
         if self.cfg.decode == "executors":
             # One Spark job reads and decodes the records in parallel tasks (decode_stage).
@@ -229,6 +234,24 @@ class IngestJob:
             # built only when a plan rejects an event, and only for those records
             raw_of = lambda coords: {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)  # noqa: E731
                                      if (tp, p, o) in coords}
+        return decoded, offsets, raw_of
+
+    def _plan(self, spark, table, decoded: DecodedBatch, before: int):
+        """The mirror write of ``table`` for this batch (None: no event for it)."""
+        events = decoded.events.get(table.name) or []
+        if not events:
+            return None
+        path = self.lake.mirror(table.name)
+        return plan_table(events, lambda keys: sink.lookup_rows(spark, path, table, before, keys))
+
+    def _events_in(self, decoded: DecodedBatch) -> int:
+        return sum(len(v) for v in decoded.events.values())
+
+    def _after_maintainers(self, spark, ctx: BatchContext) -> None:
+        """Outputs a backend writes after the maintainers and before the batch record (none here)."""
+
+    def _apply(self, spark, batch_id: int, started, steps: dict, decoded: DecodedBatch, offsets: dict,
+               raw_of) -> None:
         ctx = BatchContext(batch_id=batch_id, app_id=self.app_id or self.cfg.name, decoded=decoded)
         if decoded.before_ignored:  # the changes were applied: they need only the key of that image
             ctx.metrics["decoder"] = {"before_values_ignored": decoded.before_ignored}
@@ -236,12 +259,12 @@ class IngestJob:
         t = time.perf_counter()
         keys_changed = 0
         for table in self.cfg.tables:
-            events = decoded.events.get(table.name) or []
-            if not events:
-                continue
             path = self.lake.mirror(table.name)
             before = self.versions.get(table.name, 0)
-            plan = plan_table(events, lambda keys: sink.lookup_rows(spark, path, table, before, keys))
+            plan = self._plan(spark, table, decoded, before)
+            if plan is None:
+                continue
+            events = decoded.events.get(table.name) or []
             if plan.rejected:
                 raw = raw_of({(table.topic, ev.partition, ev.offset) for ev, _, _ in plan.rejected})
                 ctx.rejected.extend(_rejection(table.topic, raw, ev, code, reason)
@@ -277,6 +300,7 @@ class IngestJob:
             steps[f"maintain:{m.name}"] = _ms(t)
             operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
             _fault(f"maintain.{m.name}", batch_id)
+        self._after_maintainers(spark, ctx)
         spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: quarantine and batch record")
 
         t = time.perf_counter()
@@ -292,7 +316,7 @@ class IngestJob:
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
             "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(offsets),
             "mirror_versions": ctx.mirror_versions, "records_in": decoded.records,
-            "events": sum(len(v) for v in decoded.events.values()), "keys_changed": keys_changed,
+            "events": self._events_in(decoded), "keys_changed": keys_changed,
             "quarantined": len(rejected), "tombstones": decoded.tombstones,
             "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
             "operators": operators,
@@ -363,6 +387,11 @@ class IngestJob:
         })
 
     # -- the streaming query -----------------------------------------------------------------
+    def _stream(self, kafka_df):
+        """What foreachBatch receives: the Kafka records themselves (the statestore backend puts
+        its keyed operators here)."""
+        return kafka_df
+
     def start(self, available_now: bool = False):
         """Start the streaming query; returns the StreamingQuery."""
         cfg = self.cfg
@@ -381,7 +410,7 @@ class IngestJob:
             reader = reader.option(k, v)
         for k, v in cfg.kafka.extra_options:
             reader = reader.option(k, v)
-        writer = (reader.load().writeStream.queryName(cfg.name)
+        writer = (self._stream(reader.load()).writeStream.queryName(cfg.name)
                   .option("checkpointLocation", str(cfg.checkpoint_dir))
                   .foreachBatch(self.process_batch))
         writer = (writer.trigger(availableNow=True) if available_now

@@ -12,5 +12,7 @@ def maintainers_for(cfg) -> list:
     out += [ViewMaintainer(v, cfg.state) for v in cfg.views]
     from streaming_app.sketches.maintainer import SketchStreamMaintainer
 
+    if cfg.state.backend == "statestore":  # the sketch operators run inside the streaming query
+        return out
     out.append(SketchStreamMaintainer(cfg))  # idle (one log lookup per batch) until a query is registered
     return out

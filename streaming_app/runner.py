@@ -92,7 +92,10 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
         if observer is not None:
             observer(row)
 
-    job = IngestJob(cfg, spark, maintainers=maintainers, on_batch=on_batch)
+    job_class = IngestJob
+    if cfg.state.backend == "statestore":
+        from streaming_app.statestore.job import StatestoreJob as job_class
+    job = job_class(cfg, spark, maintainers=maintainers, on_batch=on_batch)
     stop = stop_event or threading.Event()
     previous = {}
     signalled: list[tuple[str, int | None, int | None]] = []

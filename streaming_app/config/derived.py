@@ -13,9 +13,9 @@ from streaming_app.config.tables import TableConfig, _check_columns
 
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
-_SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode"}
+_SKETCH_KEYS = {"name", "sql", "partition", "fragments", "mode", "boundaries"}
 _SKETCH_SETTINGS_KEYS = {"snapshot_every", "spark_join_rows"}
-_STATE_KEYS = {"snapshot_every"}
+_STATE_KEYS = {"snapshot_every", "backend", "cdc_buckets"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class SketchConfig:
     sql: str
     partitions: tuple  # ((table, attribute, fragments), ...): one per partitioned table
     mode: str = "eager"  # eager | lazy
+    # fixed fragment boundaries of the one partitioned table (else equi-depth from the mirror
+    # at capture); the statestore backend needs them before its first batch
+    boundaries: tuple | None = None
 
     @property
     def table(self) -> str:
@@ -78,9 +81,15 @@ class SketchSettings:
 
 @dataclass(frozen=True)
 class StateSettings:
-    """``[state]``: how triangle and view maintainers keep their engine snapshots (issue 18)."""
+    """``[state]``: where operator state lives (issue 24) and how triangle and view maintainers
+    keep their engine snapshots (issue 18)."""
 
     snapshot_every: int = 10  # batches that changed an engine between two of its snapshots
+    # "memory": engines in the driver (snapshots in state_snapshots); "statestore": sketch
+    # operators in the streaming query, keyed state in Spark's RocksDB state store on the executors
+    backend: str = "memory"
+    # buckets per table of the last-image state (statestore): pinned by the checkpoint
+    cdc_buckets: int = 64
 
 
 def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> SketchConfig:
@@ -117,7 +126,16 @@ def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) 
     mode = raw.get("mode", "eager")
     if mode not in ("eager", "lazy"):
         raise ConfigError(f"{w}: mode must be \"eager\" or \"lazy\", got {_shown(mode)}")
-    return SketchConfig(name=name, sql=sql, partitions=tuple(parts), mode=mode)
+    bounds = raw.get("boundaries")
+    if bounds is not None:
+        if len(parts) != 1 or not isinstance(bounds, list) or len(bounds) < 2 or \
+                not all(isinstance(b, (int, float, str)) and not isinstance(b, bool) for b in bounds) or \
+                len({type(b) is str for b in bounds}) != 1 or any(not a < b for a, b in zip(bounds, bounds[1:])):
+            raise ConfigError(f"{w}: boundaries must be a strictly increasing array of at least two numbers or "
+                              f"strings, with one partitioned table; got {_shown(bounds)}")
+        parts = [(parts[0][0], parts[0][1], len(bounds) - 1)]
+        bounds = tuple(bounds)
+    return SketchConfig(name=name, sql=sql, partitions=tuple(parts), mode=mode, boundaries=bounds)
 
 
 def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> TrianglesConfig:
@@ -172,5 +190,11 @@ def parse_sketch_settings(sk: Any, where: str) -> SketchSettings:
 def parse_state_settings(st: Any, where: str) -> StateSettings:
     w = f"{where}: [state]"
     _check_keys(st, _STATE_KEYS, w)
+    backend = st.get("backend", StateSettings.backend)
+    if backend not in ("memory", "statestore"):
+        raise ConfigError(f"{w}: backend must be \"memory\" or \"statestore\", got {_shown(backend)}")
     return StateSettings(snapshot_every=_want_int(st.get("snapshot_every", StateSettings.snapshot_every), w,
-                                                  "snapshot_every", 1, 1_000_000))
+                                                  "snapshot_every", 1, 1_000_000),
+                         backend=backend,
+                         cdc_buckets=_want_int(st.get("cdc_buckets", StateSettings.cdc_buckets), w, "cdc_buckets",
+                                               1, 1_000_000))

@@ -53,7 +53,8 @@ class SketchStreamMaintainer:
         for s in self.cfg.sketches:
             if s.name in have:
                 continue
-            register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False)
+            register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False,
+                           boundaries=s.boundaries)
 
     def _store(self, spark, lake):
         if self.store is None:

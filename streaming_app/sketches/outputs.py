@@ -10,6 +10,9 @@ committed txn). On a local lake both writes go through delta-rs (``sink.*_small`
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
@@ -37,6 +40,28 @@ def write_sketch_rows(spark, lake, queries: list, batch_id: int, app_id: str | N
     sink.merge_small(spark, lake.output(SKETCHES), src, ["query", "table_name"], app_id, batch_id)
     for q in queries:
         q.dirty = False
+
+
+def sketch_rows(reg, partitions: dict, fragments_of, batch_id: int, versions: dict) -> list[dict]:
+    """One ``sketches`` row per partitioned table of a registered query: ``partitions`` table ->
+    RangePartition, ``fragments_of(table)`` the sorted fragment ids in its sketch, ``versions``
+    the mirror versions (of the query's tables) the sketch reflects."""
+    out = []
+    for part in reg.parts:
+        p = partitions[part.table.lower()]
+        frags = list(fragments_of(part.table))
+        bits = np.zeros(p.n_fragments + 1, dtype=bool)
+        bits[frags] = True
+        out.append({
+            "query": reg.name, "table_name": part.table, "attribute": part.attribute,
+            "fragments": frags,
+            "ranges": json.dumps([[fmt(x) for x in p.range_of(i)] for i in frags]),
+            "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
+            "predicate": p.predicate(frags), "batch_id": batch_id,
+            "mirror_version": versions.get(part.table.lower(), versions.get(part.table)),
+            "mirror_versions": list(versions.items()),
+        })
+    return out
 
 
 def delta_rows(q, batch_id: int, added: dict, removed: dict) -> list[dict]:

@@ -9,19 +9,16 @@ carry the query's selections and only the columns it uses (``pushdown.pushdown``
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from connectors import delta_sink as sink
 from operators.sketch_safety.registration import check_query
 from state.recovery import read_table
 from streaming_app.sketches import delta_side
+from streaming_app.sketches.outputs import sketch_rows
 from streaming_app.sketches.pushdown import pushdown
 from streaming_app.sketches.registry import Registration, compute_boundaries, store_boundaries
-from streaming_app.sketches.tables import fmt
 
 
 @dataclass
@@ -118,22 +115,7 @@ class QueryState:
 
     def sketch_rows(self, batch_id: int) -> list[dict]:
         """One ``sketches`` row per partitioned table."""
-        out = []
-        for part in self.reg.parts:
-            p = self.engine.partitions[part.table.lower()]
-            frags = self.fragments(part.table)
-            bits = np.zeros(p.n_fragments + 1, dtype=bool)
-            bits[frags] = True
-            out.append({
-                "query": self.name, "table_name": part.table, "attribute": part.attribute,
-                "fragments": frags,
-                "ranges": json.dumps([[fmt(x) for x in p.range_of(i)] for i in frags]),
-                "bitset": np.packbits(bits, bitorder="little").tobytes(), "n_fragments": p.n_fragments,
-                "predicate": p.predicate(frags), "batch_id": batch_id,
-                "mirror_version": self.versions.get(part.table.lower(), self.versions.get(part.table)),
-                "mirror_versions": list(self.versions.items()),
-            })
-        return out
+        return sketch_rows(self.reg, self.engine.partitions, self.fragments, batch_id, self.versions)
 
     def bring_forward(self, spark, lake, cfg, target: dict, cache: dict | None = None,
                       reads: dict | None = None):

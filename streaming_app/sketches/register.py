@@ -17,13 +17,15 @@ from streaming_app.sketches.tables import REGISTERED, SKETCHES, ensure_tables
 
 
 def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eager", *,
-                   replace: bool = False, capture: bool = True, check: bool = True) -> Registration:
+                   replace: bool = False, capture: bool = True, check: bool = True,
+                   boundaries=None) -> Registration:
     """Store the query in ``registered_queries`` (one row per partitioned table of
     ``partitions`` = [(table, attribute, fragments), ...]) with boundaries from each mirror's
     current version; with ``capture`` also capture the initial sketch and state there
     (a ``sketches`` row and a snapshot). The running job picks the rows up at its next
     batch. A partition attribute the safety check cannot prove safe is refused
-    (UnsafeSketchError)."""
+    (UnsafeSketchError). ``boundaries``: the one partitioned table's fragment boundaries, fixed
+    instead of equi-depth from the mirror."""
     lake = sink.Lake(cfg.lake_root)
     for t in cfg.tables:
         sink.ensure_mirror(spark, lake, t)
@@ -43,7 +45,8 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         drop_query(spark, cfg, name)
     for p in parts:
         p.capture_version = sink.latest_version(spark, lake.mirror(p.table))
-        p.boundaries = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
+        p.boundaries = list(boundaries) if boundaries is not None else \
+            compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
     reg = Registration(name, sql, parts, mode, sink.utcnow())
     _fault("register.begin", -1)  # the kill campaign times kills into the writes below
     append_registration(spark, lake, reg)

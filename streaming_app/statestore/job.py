@@ -1,0 +1,299 @@
+"""The job with ``[state] backend = "statestore"``: sketch operators inside the streaming query.
+
+One batch::
+
+    Kafka source
+      -> decode (mapInArrow, on the executors): CDC events keyed by (table, bucket of the key)
+      -> transformWithState CdcProcessor   (key table, bucket)   state cdc_last_image_v1
+      -> transformWithState GroupProcessor (key query, group)    state imp_group_v1
+      -> transformWithState MuProcessor    (key query, fragment) state mu_fragment_v1
+      -> foreachBatch (driver): mirror MERGE per table, other maintainers (triangles, views),
+         sketch_deltas and sketches, quarantine, the batches row; each write idempotent on
+         (app id, batch id) as in the memory backend.
+
+The state lives in Spark's state store (RocksDB provider, changelog checkpointing; one state
+partition per shuffle partition, pinned by the checkpoint) on the executors. What reaches the
+driver per batch is that batch's changed keys (for the mirror), its sketch changes and counts,
+never operator state. The current sketch of each query (at most its fragment count of ids) is
+an output the driver keeps to write ``sketches``; it is read back from that table at start.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+
+from connectors import delta_sink as sink
+from connectors.debezium import DecodedBatch, decode_batch
+from connectors.mirror_plan import TablePlan
+from operators.errors import ConfigError
+from streaming_app.decode_stage import offset_ranges
+from streaming_app.job import BatchContext, IngestJob, _fault, _ms
+from streaming_app.statestore import processors as P
+
+STATE_OPERATORS = ("cdc.last_image", "imp.group", "mu.fragment")  # stateOperators[i] of the query, in order
+
+
+def _decoder(cfg, buckets: int):
+    """mapInArrow: Kafka records -> rows keyed for the CdcProcessor, and pass-through rows."""
+    from operators.keyed.cdc import bucket_of
+
+    def decode(batches):
+        for rb in batches:
+            if rb.num_rows == 0:
+                continue
+            cols = [rb.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
+            headers = [[(h["key"], h["value"]) for h in hs] if hs else None
+                       for hs in rb.column("headers").to_pylist()]
+            d = decode_batch(cfg, zip(*cols, headers))
+            k1, k2, kind, a = [], [], [], []
+
+            def add(x1, x2, k, payload):
+                k1.append(x1)
+                k2.append(x2)
+                kind.append(k)
+                a.append(P.dumps(payload))
+
+            n = 0
+            for table, evs in d.events.items():
+                n += len(evs)
+                for ev in evs:
+                    if ev.op == "t":  # every bucket of the table empties
+                        for b in range(buckets):
+                            add(table, str(b), P.EVENT, ev)
+                    else:
+                        add(table, str(bucket_of(ev.key, buckets)), P.EVENT, ev)
+            part = str(cols[1][0])
+            for r in d.rejected:
+                add(P.PASS, part, P.REJECTED, r)
+            for ch in d.schema_changes:
+                add(P.PASS, part, P.SCHEMA, ch)
+            add(P.PASS, part, P.SLICE, (d.records, d.tombstones, n, offset_ranges(cols[0], cols[1], cols[2])))
+            yield pa.RecordBatch.from_pydict({"k1": k1, "k2": k2, "kind": kind,
+                                              "w": pa.array([0] * len(k1), pa.int64()), "a": pa.array(a, pa.binary())})
+
+    return decode
+
+
+class StatestoreJob(IngestJob):
+    """IngestJob whose sketch operators run in the streaming query (see the module docstring)."""
+
+    def __init__(self, cfg, spark, maintainers=None, on_batch=None):
+        super().__init__(cfg, spark, [m for m in (maintainers or []) if m.name != "sketches"], on_batch)
+        self.specs: list = []  # (name, sql, {table: RangePartition}, {table: pa.Schema})
+        self.regs: dict = {}  # query -> Registration
+        self.current: dict | None = None  # query -> {table: set(local fragment ids)}
+        self._rows: pa.Table | None = None
+        self._plans: dict = {}
+        self._events = 0
+
+    # -- set-up --------------------------------------------------------------------------------
+    def setup(self) -> None:
+        from streaming_app.sketches.register import register_query
+        from streaming_app.sketches.registry import read_registry
+        from streaming_app.sketches.tables import ensure_tables
+
+        super().setup()
+        spark, lake = self.spark, self.lake
+        ensure_tables(spark, lake)
+        have = read_registry(spark, lake)
+        for s in self.cfg.sketches:
+            if s.name not in have:
+                register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False,
+                               boundaries=s.boundaries)
+        self.regs = {n: r for n, r in read_registry(spark, lake).items() if r.mode == "eager"}
+        pending = [n for n, r in self.regs.items() if not r.captured]
+        if pending:
+            raise ConfigError(f"[state] backend = \"statestore\": sketches {pending} have no fragment boundaries yet; "
+                              "give them in the config ([[sketches]] boundaries = [...]) or register them on a mirror "
+                              "that has data")
+        fresh = not (Path(self.cfg.checkpoint_dir) / "commits").exists()
+        if fresh and any(sink.latest_version(spark, lake.mirror(t.name)) > 0 for t in self.cfg.tables):
+            raise ConfigError("[state] backend = \"statestore\" starts from an empty lake: its keyed state is built "
+                              "from the CDC stream, and a capture of existing mirrors into the state store is not "
+                              "built yet (issue 24); start it on a new lake root, or use backend = \"memory\"")
+        schemas = {t.name.lower(): sink.arrow_schema(t) for t in self.cfg.tables}
+        from operators.keyed.sketch import KeyedQuery
+
+        for n, r in sorted(self.regs.items()):
+            KeyedQuery(n, r.sql, r.partitions(), schemas)  # refuses unsupported shapes here, on the driver
+            self.specs.append((n, r.sql, r.partitions(), schemas))
+        self._pin_queries(fresh)
+
+    def _pin_queries(self, fresh: bool) -> None:
+        """The queries are part of the operators' state: a checkpoint keeps the set it began with."""
+        path = Path(self.cfg.checkpoint_dir) / "ivmstream_statestore.json"
+        now = {"queries": {n: r.sql for n, r in self.regs.items()}, "cdc_buckets": self.cfg.state.cdc_buckets}
+        if fresh or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(now, indent=1))
+            return
+        was = json.loads(path.read_text())
+        if was != now:
+            raise ConfigError(f"[state] backend = \"statestore\": the checkpoint {self.cfg.checkpoint_dir} holds state "
+                              f"for {was}, the config asks for {now}; the keyed state cannot be re-partitioned or "
+                              "given new queries in place: start on a new lake root and checkpoint")
+
+    def _stream(self, kafka_df):
+        cfg = self.cfg
+        rows = kafka_df.select("topic", "partition", "offset", "key", "value", "headers").mapInArrow(
+            _decoder(cfg, cfg.state.cdc_buckets), P.ROW_SCHEMA)
+        for proc in (P.CdcProcessor(self.specs), P.GroupProcessor(self.specs), P.MuProcessor()):
+            rows = rows.groupBy("k1", "k2").transformWithState(proc, P.ROW_SCHEMA, "Append", "None")
+        return rows
+
+    # -- one batch -------------------------------------------------------------------------------
+    def _process_batch(self, batch_df, batch_id: int) -> None:
+        # The keyed operators run in this one action, also for a batch committed before a
+        # restart: the state store must reach this batch's version either way.
+        t = time.perf_counter()
+        batch_df.sparkSession.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: keyed operators")
+        self._rows = batch_df.toArrow()
+        self._operators_ms = _ms(t)
+        _fault("operators", batch_id)
+        try:
+            super()._process_batch(batch_df, batch_id)
+        finally:
+            self._rows = None
+
+    def _read(self, batch_df, batch_id: int, steps: dict):
+        steps["operators"] = self._operators_ms
+        rows = self._rows
+        kinds = rows.column("kind").to_pylist()
+        blobs = rows.column("a").to_pylist()
+        ws = rows.column("w").to_pylist()
+        decoded = DecodedBatch(events={}, rejected=[])
+        offsets: dict = {}
+        self._plans = defaultdict(TablePlan)
+        self._sketch_changes = []
+        self._events = 0
+        seen_schema: set = set()
+        for kind, a, w in zip(kinds, blobs, ws):
+            if kind == P.MIRROR:
+                table, key, img = pickle.loads(a)
+                self._plans[table].final[key] = img
+            elif kind == P.TRUNCATED:
+                self._plans[pickle.loads(a)].truncate = True
+            elif kind == P.SKETCH:
+                self._sketch_changes.append((*pickle.loads(a), int(w)))
+            elif kind == P.REJECTED:
+                r = pickle.loads(a)
+                if isinstance(r, tuple):  # from the last-image state (TOAST): coordinates, no raw record
+                    table, part, off, code, reason = r
+                    self._plans[table].rejected.append((_Coords(part, off), code, reason))
+                else:
+                    decoded.rejected.append(r)
+            elif kind == P.SLICE:
+                records, tombstones, events, offs = pickle.loads(a)
+                decoded.records += records
+                decoded.tombstones += tombstones
+                self._events += events
+                for topic, parts in offs.items():
+                    for part, (lo, hi) in parts.items():
+                        lo_hi = offsets.setdefault(topic, {}).setdefault(part, [lo, hi])
+                        lo_hi[0], lo_hi[1] = min(lo_hi[0], lo), max(lo_hi[1], hi)
+            elif kind == P.SCHEMA:
+                ch = pickle.loads(a)
+                if ch[:2] not in seen_schema:
+                    seen_schema.add(ch[:2])
+                    decoded.schema_changes.append(ch)
+        return decoded, offsets, lambda coords: {}
+
+    def _plan(self, spark, table, decoded, before: int):
+        p = self._plans.get(table.name)
+        return p if p is not None and (p.final or p.truncate or p.rejected) else None
+
+    def _events_in(self, decoded) -> int:
+        return self._events
+
+    def _after_maintainers(self, spark, ctx: BatchContext) -> None:
+        from streaming_app.sketches import outputs
+        from streaming_app.sketches.tables import fmt
+
+        t = time.perf_counter()
+        if self.current is None:
+            self.current = self._load_current(spark)
+        regs = self.regs
+        queries = {n: q for n, q in self._keyed().items()}
+        deltas, touched = [], set()
+        for name, g, change in sorted(self._sketch_changes):
+            q = queries[name]
+            table, frag = q.split_fragment(g)
+            part = regs[name].part(table)
+            p = q.ctx.partitions[table]
+            lo, hi = p.range_of(frag)
+            deltas.append({"query": name, "batch_id": ctx.batch_id, "table_name": part.table, "fragment": int(frag),
+                           "change": change, "lower": fmt(lo), "upper": fmt(hi),
+                           "mirror_version": ctx.mirror_versions.get(part.table)})
+            cur = self.current.setdefault(name, {}).setdefault(table, set())
+            (cur.add if change > 0 else cur.discard)(frag)
+        # every query whose table changed gets its row (the mirror version moves), as the memory backend
+        touched = {n for n, q in queries.items() if any(t.lower() == q.table for t in ctx.changed_tables)}
+        deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
+        app = f"{ctx.app_id}:sketches"
+        outputs.write_deltas(spark, self.lake, deltas, ctx.batch_id, f"{app}:deltas")
+        _fault("sketch.deltas", ctx.batch_id)
+        rows = [_SketchRow(regs[n], queries[n], self.current.get(n, {}), ctx.mirror_versions) for n in sorted(touched)]
+        outputs.write_sketch_rows(spark, self.lake, rows, ctx.batch_id, f"{app}:sketches")
+        _fault("sketch.merge", ctx.batch_id)
+        ctx.metrics["sketches"] = {"queries": len(regs), "sketch_changes": len(deltas),
+                                   "ms": round((time.perf_counter() - t) * 1000, 1), "backend": "statestore",
+                                   "state_operators": self._state_figures()}
+
+    def _state_figures(self) -> dict:
+        """The previous batch's stateOperators of Spark's progress, under our operator names."""
+        q = getattr(self, "query", None)
+        p = q.lastProgress if q is not None else None
+        if not p:
+            return {}
+        ops = p.get("stateOperators", []) if isinstance(p, dict) else []
+        return {name: {k: op.get(k) for k in ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "memoryUsedBytes",
+                                              "commitTimeMs", "allUpdatesTimeMs")}
+                for name, op in zip(STATE_OPERATORS, ops)}
+
+    def start(self, available_now: bool = False):
+        self.query = super().start(available_now)
+        return self.query
+
+    def _keyed(self) -> dict:
+        if not hasattr(self, "_keyed_queries"):
+            from operators.keyed.sketch import KeyedQuery
+
+            self._keyed_queries = {n: KeyedQuery(n, sql, parts, schemas) for n, sql, parts, schemas in self.specs}
+        return self._keyed_queries
+
+    def _load_current(self, spark) -> dict:
+        """query -> {table: fragment ids} as the ``sketches`` table holds them (the last committed batch)."""
+        from streaming_app.sketches.tables import SKETCHES
+
+        out: dict = {}
+        for r in spark.read.format("delta").load(self.lake.output(SKETCHES)).collect():
+            if r["query"] in self.regs:
+                out.setdefault(r["query"], {})[r["table_name"].lower()] = set(r["fragments"] or [])
+        return out
+
+
+class _Coords:
+    """A rejected event's coordinates, as ``job._rejection`` reads them."""
+
+    def __init__(self, partition: int, offset: int):
+        self.partition, self.offset = partition, offset
+
+
+class _SketchRow:
+    """What ``outputs.write_sketch_rows`` asks of a query: its rows, and a dirty flag it clears."""
+
+    def __init__(self, reg, q, current: dict, versions: dict):
+        self.reg, self.q, self.current, self.dirty = reg, q, current, True
+        self.versions = {t: v for t, v in versions.items() if t.lower() == q.table}
+
+    def sketch_rows(self, batch_id: int) -> list[dict]:
+        from streaming_app.sketches.outputs import sketch_rows
+
+        return sketch_rows(self.reg, self.q.ctx.partitions, lambda t: sorted(self.current.get(t.lower(), ())),
+                           batch_id, self.versions)

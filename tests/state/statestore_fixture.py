@@ -1,0 +1,84 @@
+"""A CDC history and a config shared by the statestore backend's Spark tests and its benchmark."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+
+from connectors.producer import envelope
+
+COLUMNS = {"id": "long", "g": "long", "v": "long", "p": "long"}
+BOUNDS = [0, 25, 50, 75, 100]
+SKETCHES = {
+    "having": "SELECT g, SUM(v) AS s, COUNT(*) AS c FROM t GROUP BY g HAVING COUNT(*) > 2",
+    "minmax": "SELECT g, MIN(v) AS lo, MAX(v) AS hi FROM t WHERE v > 10 GROUP BY g HAVING MIN(v) < 30",
+    "select": "SELECT id, v FROM t WHERE v < 20",
+}
+
+
+def config_data(root, bootstrap: str, backend: str, *, name: str = "ss", topic: str = "ss.t",
+                max_offsets: int = 80, master: str = "local[2]", buckets: int = 8, sketches=SKETCHES) -> dict:
+    return {
+        "job": {"name": name, "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
+                "trigger_interval_s": 0.5},
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": max_offsets},
+        "spark": {"master": master, "ui": False, "driver_memory": "1g"},
+        "state": {"backend": backend, "cdc_buckets": buckets},
+        "tables": [{"name": "t", "topic": topic, "primary_key": ["id"], "columns": COLUMNS}],
+        "sketches": [{"name": n, "sql": sql, "partition": "t.p", "boundaries": BOUNDS} for n, sql in sketches.items()],
+    }
+
+
+def history(n: int, keys: int = 60, seed: int = 7, truncate_every: int = 0) -> list[tuple]:
+    """[(op, before, after)] of one live table: inserts, updates (also of the group and the
+    partition attribute), deletes, keys that come back, and a truncate (op "t") every
+    ``truncate_every`` events."""
+    rnd = random.Random(seed)
+    live: dict = {}
+    out = []
+    for i in range(n):
+        if truncate_every and i and i % truncate_every == 0:
+            out.append(("t", None, None))
+            live.clear()
+            continue
+        k = rnd.randrange(keys)
+        row = {"id": k, "g": rnd.randrange(8), "v": rnd.randrange(100), "p": rnd.randrange(100)}
+        if k in live and rnd.random() < 0.3:
+            out.append(("d", live.pop(k), None))
+        elif k in live:
+            out.append(("u", live[k], row))
+            live[k] = row
+        else:
+            out.append(("c", None, row))
+            live[k] = row
+    return out
+
+
+def send(prod, table, events) -> None:
+    for op, before, after in events:
+        if op == "t":
+            prod.send_raw(table.topic, None, envelope(table, "t", None, None))
+        else:
+            prod.send(table, op, before, after)
+    prod.flush()
+
+
+def final_rows(events) -> dict:
+    live: dict = {}
+    for op, before, after in events:
+        if op == "t":
+            live.clear()
+        elif op == "d":
+            live.pop(before["id"], None)
+        else:
+            live[after["id"]] = after
+    return live
+
+
+def table_rows(spark, path, drop=()) -> list[tuple]:
+    t: pa.Table = spark.read.format("delta").load(str(path)).toArrow()
+    t = t.drop_columns([c for c in drop if c in t.column_names])
+    cols = t.column_names
+    rows = [tuple(str(r[c]) for c in cols) for r in t.to_pylist()]
+    return sorted(rows)
