@@ -219,8 +219,8 @@ class StatestoreJob(IngestJob):
         if self.current is None:
             self.current = self._load_current(spark)
         regs = self.regs
-        queries = {n: q for n, q in self._keyed().items()}
-        deltas, touched = [], set()
+        queries = self._keyed()
+        deltas = []
         for name, g, change in sorted(self._sketch_changes):
             q = queries[name]
             table, frag = q.split_fragment(g)
