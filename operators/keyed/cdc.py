@@ -53,14 +53,14 @@ def step(store, events: list) -> BucketOut:
     events = sorted(events, key=lambda ev: (ev.partition, ev.offset))
     plan = plan_table(events, lambda keys: ({k: v for k in keys if (v := store.get(k)) is not None}, {}))
     out = BucketOut(plan)
-    if plan.truncate:
-        for _, img in list(store.items()):
-            out.deltas.append((-1, img))
-        for key, _ in list(store.items()):
-            store.remove(key)
-    for key, img in plan.final.items():
-        old = store.get(key)
-        if old == img:
+    if plan.truncate:  # every key the bucket holds goes, unless the batch writes it again
+        pairs = {key: (img, None) for key, img in list(store.items())}
+        for key, img in plan.final.items():
+            pairs[key] = (pairs.get(key, (None, None))[0], img)
+    else:
+        pairs = {key: (store.get(key), img) for key, img in plan.final.items()}
+    for key, (old, img) in pairs.items():
+        if old == img:  # also a key truncated and written back as it was: no delta
             continue
         if old is not None:
             out.deltas.append((-1, old))

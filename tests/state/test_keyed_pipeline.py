@@ -14,7 +14,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from connectors.debezium import CdcEvent
@@ -78,6 +78,9 @@ def _table(rows, weights=None):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]))
+# a key truncated and written back with the image it had: no delta (found by this test)
+@example(raw=[("i", 0, 0, 1, 1), ("i", 0, 0, None, 0), ("t", 0, 0, None, 0), ("i", 0, 0, 1, 1)], cuts=[1, 4],
+         buckets=1)
 def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets):
     events = _history(raw)
     keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in QUERIES.items()]
