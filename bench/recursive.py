@@ -457,12 +457,18 @@ def _ours_child(name, view, quick, road_edges, conn) -> None:
     gc.collect()
     v = ReachabilityView() if view == "reachable" else ShortestPathView()
     cpu, wall, changes = [], [], []
-    for ins, dels, now in [(load, [], 0)] + list(stream):
+    for i, (ins, dels, now) in enumerate([(load, [], 0)] + list(stream)):
         t, c = time.perf_counter(), time.process_time()
         d = v.apply(ins, dels, now=now)
         wall.append(1000 * (time.perf_counter() - t))
         cpu.append(1000 * (time.process_time() - c))
         changes.append(_project(view, d))
+        if i == 0:  # the load's garbage is the load's: one full collection, timed with it
+            del d
+            t, c = time.perf_counter(), time.process_time()
+            gc.collect()
+            wall[0] += 1000 * (time.perf_counter() - t)
+            cpu[0] += 1000 * (time.process_time() - c)
     conn.send({"cpu_ms": cpu, "wall_ms": wall, "changes": changes,
                "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                "rows": len(v.rows())})
@@ -520,7 +526,7 @@ def vs_dd(args) -> None:
 
 def _summary(r) -> dict:
     cpu, wall = r["cpu_ms"][1:], r["wall_ms"][1:]
-    return {"load_cpu_s": r["cpu_ms"][0] / 1000, "cpu_mean_ms": statistics.fmean(cpu), "cpu_p99_ms": _p99(cpu),
+    return {"load_cpu_s": r["cpu_ms"][0] / 1000, "cpu_ms": cpu, "cpu_mean_ms": statistics.fmean(cpu), "cpu_p99_ms": _p99(cpu),
             "wall_mean_ms": statistics.fmean(wall), "wall_p99_ms": _p99(wall), "peak_mb": r["peak_mb"]}
 
 

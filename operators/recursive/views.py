@@ -366,7 +366,8 @@ class _View:
             got = doc.get("encoding") if isinstance(doc, dict) else None
             raise StateError(f"{type(self).__name__}.restore: unknown state encoding {got!r}, "
                              f"expected {ENCODING!r}")
-        if doc.get("view") != type(self).__name__ or doc.get("method") != self._impl.method:
+        older = (doc.get("method") == "absorption" and getattr(self._impl, "rebuilds_from_front", False))
+        if doc.get("view") != type(self).__name__ or (doc.get("method") != self._impl.method and not older):
             raise StateError(f"{type(self).__name__}.restore: snapshot is of "
                              f"{doc.get('view')}/{doc.get('method')}, not "
                              f"{type(self).__name__}/{self._impl.method}")
@@ -393,6 +394,11 @@ class _ProvView(_View):
 
     def _fresh(self):
         front = self._new_front()
+        if self._params == (1, "lazy", None) and self.spec in (REACH, SHORTEST):
+            # the default (what the job runs): one process, a search tree per source (onenode.py)
+            from operators.recursive.onenode import OneNodeImpl
+
+            return front, OneNodeImpl(self.spec, front)
         return front, ProvImpl(self.spec, front, *self._params)
 
 

@@ -61,7 +61,7 @@ def test_unknown_backend():
 def test_autoref_fallback_when_cudd_is_missing(monkeypatch):
     """Without dd.cudd the views run on dd.autoref with the same results (networkx oracle)."""
     monkeypatch.setattr(provenance, "_cudd", None)
-    assert ReachabilityView()._impl.prov.backend == "autoref"
+    assert ReachabilityView(nodes=2)._impl.prov.backend == "autoref"
     _run(n=9, m=30, seed=5, batches=4, ins=4, dels=3, nodes=3, sample=40)
 
 

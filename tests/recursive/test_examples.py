@@ -67,11 +67,17 @@ def test_o1_final_provenance(ship, nodes):
 
 
 def test_explain_format():
-    v = ReachabilityView()
+    v = ReachabilityView()  # the default: one witness derived on demand (fewest hops), all on request
     v.apply([("a", "b"), ("b", "c"), ("a", "c")])
-    assert v.explain(("a", "c")) == "(a→c) ∨ (a→b ∧ b→c)"
+    assert v.explain(("a", "c")) == "a→c"
+    assert v.explain(("a", "c"), complete=True) == "(a→c) ∨ (a→b ∧ b→c)"
+    v.apply(deletes=[("a", "c")])
+    assert v.explain(("a", "c")) == "a→b ∧ b→c"
     assert v.explain(("a", "b")) == "a→b"
-    assert v.explain(("c", "a")) == "false"
+    assert v.explain(("c", "a")) == "false" and v.explain(("c", "a"), complete=True) == "false"
+    lazy = ReachabilityView(nodes=2)  # the provenance engine keeps the witnesses that reached the row
+    lazy.apply([("a", "b"), ("b", "c"), ("a", "c")])
+    assert lazy.explain(("a", "c")) == "(a→c) ∨ (a→b ∧ b→c)"
 
 
 def test_o2_absorption_and_canonicity():
@@ -189,7 +195,7 @@ def test_o5_aggsel_prunes_non_minimal(order):
     # the cost-5 direct path is pruned if the cost-2 path is already there, kept otherwise
     first = [("A", "B", 1), ("B", "C", 1)] if order == 0 else [("A", "C", 5)]
     second = [("A", "C", 5)] if order == 0 else [("A", "B", 1), ("B", "C", 1)]
-    v = ShortestPathView()
+    v = ShortestPathView(nodes=2)  # the provenance engine's AggSel (the default keeps no alternatives)
     v.apply(first)
     d = v.apply(second)
     assert v.rows()[("A", "C")] == (2, ("A", "B", "C"))
@@ -283,7 +289,7 @@ def test_bad_input():
 
 
 def test_stats_and_partitioning():
-    one, many = ReachabilityView(nodes=1), ReachabilityView(nodes=4)
+    one, many = ReachabilityView(nodes=1, ship="eager"), ReachabilityView(nodes=4)
     for v in (one, many):
         v.apply([(i, i + 1) for i in range(12)])
     s1, s4 = one.stats(), many.stats()

@@ -1,0 +1,405 @@
+"""One-process maintenance of reachability and shortest paths: a search tree per source (issue 27).
+
+What the streaming job runs (the views' default, one node). The closure is kept per source:
+``rows[s]`` maps every vertex ``t`` that ``s`` reaches to the view's tuple for (s, t) — ``(s, t)``
+for reachability, ``(s, t, cost, path)`` for shortest paths — and ``srcs[t]`` is the set of
+sources that reach ``t`` (the reverse index that insertions and deletions start from).
+
+Incremental rule, one edge at a time (a batch's deletions, then its insertions, then its
+expirations, as the front emits them):
+
+* **insert u→v**: every source ``s`` that reaches ``u`` (and ``u`` itself) gets the candidate
+  ``rows[s][u] + u→v``. Reachability: if ``s`` already reaches ``v`` nothing changes (the closure
+  is closed), else ``s`` gains ``v`` and what ``v`` reaches. Shortest paths: if the candidate beats
+  ``rows[s][v]`` under the view's total order (cost, hops, path), a Dijkstra from ``v`` over the
+  out-edges improves ``s``'s tree; it stops where nothing improves.
+* **delete u→v**: reachability: if ``u`` still reaches ``v`` without the arc (a search from ``u``
+  that stops at ``v``), no row changes; else every source that reaches ``u`` is searched again.
+  Shortest paths: the best paths of ``s`` are a tree (a prefix of a best path is the best path
+  to its end: costs are > 0 and the order is total), so the arc is in ``s``'s tree iff
+  ``rows[s][v]`` ends with it; then only the subtree below ``v`` loses its rows, each is
+  re-derived from its in-edges from vertices outside the subtree, and a Dijkstra over the
+  subtree settles the rest (Ramalingam–Reps style repair, exact with the total order).
+
+State kept: live arcs by source and by target, ``rows``, ``srcs``. No provenance is stored:
+``explain(row)`` derives a witness on demand from the live base tuples (the row's own path for
+shortest paths; the fewest-hops path for reachability, by a search from ``src``), and
+``explain(row, complete=True)`` every minimal witness (``reference.reference_provenance``).
+Snapshots hold the front only; the rows are rebuilt from the live arcs on restore (one search per
+source, as at load).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+
+from operators.recursive.fronts import Events
+
+
+def _path_lt(a, b) -> bool:
+    try:
+        return a < b
+    except TypeError:  # int meets str at the first difference: the views' key (ints first)
+        return _vkey(a) < _vkey(b)
+
+
+def _vkey(path):
+    return tuple((isinstance(v, str), v) for v in path)
+
+
+def _better(cost, path, cur) -> bool:
+    """Is the path (cost, path) before the row ``cur`` = (s, t, cost, path) in the view's order?"""
+    if cost != cur[2]:
+        return cost < cur[2]
+    if len(path) != len(cur[3]):
+        return len(path) < len(cur[3])
+    return _path_lt(path, cur[3])
+
+
+class OneNodeImpl:
+    """The maintenance method of the default views (``nodes=1``, ``ship="lazy"``)."""
+
+    method = "incremental"
+    rebuilds_from_front = True  # a snapshot of an older method restores here from its front
+
+    def __init__(self, spec, front) -> None:
+        self.spec, self.front = spec, front
+        self.weighted = spec.one_derivation  # shortest paths; reachability otherwise
+        self.out: dict = {}  # u -> {v: cost}
+        self.inn: dict = {}  # v -> {u: cost}
+        self.rows: dict = {}  # s -> {t: tuple}
+        self.srcs: dict = {}  # t -> {s}
+        self.before: dict = {}
+        self.stats_: Counter = Counter()
+        self.types: set = set()  # vertex id types seen: int and str together need the views' key
+        self.mixed = False
+
+    # -- changes of one batch --------------------------------------------------------------------
+    def _row(self, s, t):
+        rs = self.rows.get(s)
+        if rs is None or t not in rs:
+            return None
+        return rs[t] if self.weighted else (s, t)
+
+    def _touch(self, s, t) -> None:
+        k = (s, t)
+        if k not in self.before:
+            self.before[k] = self._row(s, t)
+
+    def _gain(self, s, t) -> None:
+        """Reachability: s reaches t (new)."""
+        k = (s, t)
+        if k not in self.before:
+            self.before[k] = None
+        self.rows.setdefault(s, set()).add(t)
+        self.srcs.setdefault(t, set()).add(s)
+
+    def _set(self, s, t, r) -> None:
+        """Shortest paths: the row of (s, t) is r."""
+        row = self.rows.setdefault(s, {})
+        k = (s, t)
+        old = row.get(t)
+        if k not in self.before:
+            self.before[k] = old
+        row[t] = r
+        if old is None:
+            self.srcs.setdefault(t, set()).add(s)
+
+    def _drop(self, s, t) -> None:
+        self._touch(s, t)
+        row = self.rows[s]
+        if self.weighted:
+            del row[t]
+        else:
+            row.discard(t)
+        ss = self.srcs[t]
+        ss.discard(s)
+        if not ss:
+            del self.srcs[t]
+        if not row:
+            del self.rows[s]
+
+    # -- reachability ----------------------------------------------------------------------------
+    def _closures(self, sources, stale) -> dict:
+        """Vertices reachable (one arc or more) from each of ``sources`` in the current arcs.
+
+        A search from s stops at a vertex whose closure is known: one computed before in this
+        call, or the kept row set of a vertex not in ``stale`` (its closure did not change); it
+        adds that closure instead (closed under reachability, so nothing beyond it is missed).
+        """
+        out, rows, done = self.out, self.rows, {}
+        for s in sources:
+            seen: set = set()
+            todo = [s]
+            while todo:
+                x = todo.pop()
+                for y in out.get(x, ()):
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    d = done.get(y)
+                    if d is None and y not in stale:
+                        d = rows.get(y, ())
+                    if d is not None:
+                        seen.update(d)
+                    else:
+                        todo.append(y)
+            done[s] = seen
+        return done
+
+    def _reach_insert(self, u, v) -> None:
+        rows = self.rows
+        ru = rows.get(u)
+        if ru is not None and v in ru:
+            return  # u already reaches v: every source reaching u reaches v and beyond
+        gain_v = [v] + [t for t in rows.get(v, ()) if t != v]  # v's closure (v itself first)
+        for s in [u] + [s for s in self.srcs.get(u, ()) if s != u]:
+            rs = rows.get(s)
+            if rs is not None and v in rs:
+                continue
+            rs = rs or ()
+            for t in gain_v:
+                if t not in rs:
+                    self._gain(s, t)
+            self.stats_["derivations"] += 1
+
+    def _reach_delete(self, u, v) -> None:
+        # Does u still reach v? Search from u, stopping at v.
+        out, seen, todo = self.out, {u}, [u]
+        while todo:
+            x = todo.pop()
+            for y in out.get(x, ()):
+                if y == v:
+                    return  # the closure is unchanged: any walk through u→v goes round
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        self.stats_["searches"] += 1
+        stale = set(self.srcs.get(u, ()))
+        stale.add(u)
+        for s, now in self._closures([u] + [s for s in stale if s != u], stale).items():
+            for t in [t for t in self.rows.get(s, ()) if t not in now]:
+                self._drop(s, t)
+
+    # -- shortest paths --------------------------------------------------------------------------
+    def _entry(self, cost, path, t):
+        """Heap entry: (cost, hops, order key, t, path); the key is the path unless int meets str."""
+        return (cost, len(path), _vkey(path) if self.mixed else path, t, path)
+
+    def _dijkstra(self, s, heap) -> None:
+        """Settle ``s``'s tree from candidate entries: a candidate is kept iff it beats the row."""
+        out, rows, n = self.out, self.rows, 0
+        mixed = self.mixed
+        pop, push = heapq.heappop, heapq.heappush
+        rs = rows.get(s)
+        while heap:
+            cost, hops, _, t, path = pop(heap)
+            cur = rs.get(t) if rs is not None else None
+            if cur is not None and not _better(cost, path, cur):
+                continue
+            self._set(s, t, (s, t, cost, path))
+            if rs is None:
+                rs = rows[s]
+            n += 1
+            if t == s:
+                continue  # the cycle back to s is a row, not a tree vertex to extend
+            hops += 1
+            for w, c in out.get(t, {}).items():
+                if w in path and w != s:
+                    continue  # not simple
+                cw = cost + c
+                cur = rs.get(w)
+                if cur is not None and (cw > cur[2] or (cw == cur[2] and hops >= len(cur[3]))):
+                    if cw > cur[2] or hops > len(cur[3]) or not _path_lt(path + (w,), cur[3]):
+                        continue
+                p = path + (w,)
+                push(heap, (cw, hops, _vkey(p) if mixed else p, w, p))
+        self.stats_["derivations"] += n
+
+    def _sp_insert(self, u, v, c) -> None:
+        rows = self.rows
+        for s in [u] + [s for s in self.srcs.get(u, ()) if s != u]:
+            if s == u:
+                cost, path = c, (u, v)
+            else:
+                r = rows[s][u]
+                if v in r[3] and v != s:
+                    continue
+                cost, path = r[2] + c, r[3] + (v,)
+            rs = rows.get(s)
+            cur = rs.get(v) if rs is not None else None
+            if cur is None or _better(cost, path, cur):
+                self._dijkstra(s, [self._entry(cost, path, v)])
+
+    def _sp_delete(self, u, v) -> None:
+        rows, inn = self.rows, self.inn
+        for s in list(self.srcs.get(v, ())):
+            p = rows[s][v][3]
+            if p[-2] != u:
+                continue  # the arc is not in s's tree
+            if v == s:  # only the cycle row (s, s) ends with the arc
+                sub = [s]
+            else:
+                k = len(p) - 1
+                sub = [t for t, x in rows[s].items() if len(x[3]) > k and x[3][k] == v]
+            self.stats_["overdeleted"] += len(sub)
+            for t in sub:
+                self._drop(s, t)
+            rs = rows.get(s, {})
+            heap = []
+            for t in sub:  # re-derive from the in-edges of vertices still in the tree (or s itself)
+                for x, c in inn.get(t, {}).items():
+                    if x == s:
+                        heap.append(self._entry(c, (s, t), t))
+                        continue
+                    rx = rs.get(x)
+                    if rx is not None and (t == s or t not in rx[3]):
+                        heap.append(self._entry(rx[2] + c, rx[3] + (t,), t))
+            heapq.heapify(heap)
+            self._dijkstra(s, heap)
+
+    # -- from scratch (load, restore) ------------------------------------------------------------
+    def _rebuild(self) -> None:
+        """Every source's rows from the live arcs (bulk load of an empty view, restore)."""
+        old, self.rows, self.srcs = self.rows, {}, {}
+        if self.weighted:
+            for s in list(self.out):
+                self._dijkstra(s, [self._entry(c, (s, v), v) for v, c in self.out[s].items()])
+        else:
+            srcs = self.srcs
+            for s, seen in self._closures(list(self.out), set(self.out)).items():
+                self.rows[s] = seen
+                for t in seen:
+                    x = srcs.get(t)
+                    if x is None:
+                        srcs[t] = {s}
+                    else:
+                        x.add(s)
+                    if (s, t) not in self.before:
+                        self.before[(s, t)] = None
+        for s, rs in old.items():  # a rebuild of a non-empty view reports its changes like any batch
+            for t in rs:
+                k = (s, t)
+                if k not in self.before or self.before[k] is None:
+                    self.before[k] = rs[t] if self.weighted else k
+
+    # -- impl interface (views.ProvImpl / baselines.SetImpl) -------------------------------------
+    def feed(self, ev: Events) -> None:
+        w = self.weighted
+        for e in ev.removed_edges:
+            u, v = e[0], e[1]
+            if self.out.get(u, {}).get(v, 0) != (e[2] if w else 1):
+                continue  # added and replaced within the batch: it never reached the view
+            self.out[u].pop(v)
+            if not self.out[u]:
+                del self.out[u]
+            self.inn[v].pop(u)
+            if not self.inn[v]:
+                del self.inn[v]
+            if u in self.rows or u in self.srcs:
+                if w:
+                    self._sp_delete(u, v)
+                else:
+                    self._reach_delete(u, v)
+        if ev.dead:
+            self.stats_["deleted_vars"] += len(ev.dead)
+        bulk = not self.rows and len(ev.edges) > 1
+        if w and not self.mixed:
+            self.types.update(type(x) for e, _ in ev.edges for x in e[:2])
+            self.mixed = len(self.types) > 1
+        for e, _ in ev.edges:
+            u, v = e[0], e[1]
+            c = e[2] if w else 1
+            self.out.setdefault(u, {})[v] = c
+            self.inn.setdefault(v, {})[u] = c
+            if bulk:
+                continue
+            if w:
+                self._sp_insert(u, v, c)
+            else:
+                self._reach_insert(u, v)
+        if bulk:
+            self._rebuild()
+
+    def begin(self) -> None:
+        self.before = {}
+
+    def end(self) -> dict:
+        out = {}
+        row = self._row
+        for (s, t), old in self.before.items():
+            new = row(s, t)
+            if old != new:
+                out[(s, t)] = (old, new)
+        self.before = {}
+        return out
+
+    def tuples(self):
+        if self.weighted:
+            return [r for rs in self.rows.values() for r in rs.values()]
+        return [(s, t) for s, rs in self.rows.items() for t in rs]
+
+    def current(self, g):
+        return self._row(g[0], g[1])
+
+    def witness(self, r):
+        """The arcs of one derivation of ``r``: its path (shortest paths) or a fewest-hops path from src."""
+        s, t = r[0], r[1]
+        if self.weighted:
+            p = r[3]
+            return list(zip(p, p[1:]))
+        prev, todo = {}, deque([s])
+        while todo:
+            x = todo.popleft()
+            for y in self.out.get(x, ()):
+                if y == t:
+                    arcs = [(x, y)]
+                    while x != s:
+                        arcs.append((prev[x], x))
+                        x = prev[x]
+                    return arcs[::-1]
+                if y not in prev and y != s:
+                    prev[y] = x
+                    todo.append(y)
+        return None
+
+    def explain(self, r, complete: bool = False) -> str:
+        if complete:
+            from operators.recursive.reference import reference_provenance
+
+            prov, formulas = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),
+                                                  self.front.live_edges())
+            f = formulas.get(r)
+            return "false" if f is None else prov.render(f)
+        if self.current(r) is None:
+            return "false"
+        arcs = self.witness(r)
+        if arcs is None:
+            return "false"
+        labels = self.front.labels
+        live = self.front.store.live
+        return " ∧ ".join(sorted({labels.get(live[a][0], f"{a[0]}→{a[1]}") for a in arcs}))
+
+    def stats(self) -> dict:
+        s = dict(self.stats_)
+        s["state_entries"] = (sum(len(r) for r in self.rows.values()) + sum(len(x) for x in self.srcs.values())
+                              + 2 * sum(len(x) for x in self.out.values()))
+        return s
+
+    def dump(self) -> dict:
+        return {"stats": dict(self.stats_)}
+
+    def load(self, d: dict) -> None:
+        """Rebuild from the restored front (the rows are a function of the live arcs)."""
+        self.stats_.update(d.get("stats", {}))
+        for e, _ in self.front.live_edges():
+            c = e[2] if self.weighted else 1
+            self.out.setdefault(e[0], {})[e[1]] = c
+            self.inn.setdefault(e[1], {})[e[0]] = c
+        if self.weighted:
+            self.types.update(type(x) for x in list(self.out) + list(self.inn))
+            self.mixed = len(self.types) > 1
+        self.before = {}
+        self._rebuild()
+        self.before = {}
