@@ -1,27 +1,34 @@
 """One-process maintenance of reachability and shortest paths: a search tree per source (issue 27).
 
 What the streaming job runs (the views' default, one node). The closure is kept per source:
-``rows[s]`` maps every vertex ``t`` that ``s`` reaches to the view's tuple for (s, t) — ``(s, t)``
-for reachability, ``(s, t, cost, path)`` for shortest paths — and ``srcs[t]`` is the set of
-sources that reach ``t`` (the reverse index that insertions and deletions start from).
+``rows[s]`` is, for reachability, the set of vertices ``s`` reaches; for shortest paths a dict
+from each vertex ``t`` that ``s`` reaches to the row ``(s, t, cost, path)``, and ``srcs[t]`` is
+the set of sources that reach ``t`` (reachability finds them by a backward search instead, which
+stops at sources that need nothing: half the memory on the road graph).
 
-Incremental rule, one edge at a time (a batch's deletions, then its insertions, then its
-expirations, as the front emits them):
+Incremental rule. A batch is consolidated first: every arc the batch touched (deletes, inserts,
+replacements, expirations) is compared, at the end of the batch, as the view has it with the
+front's live arc, and only the arcs that changed are applied, deletions before insertions, one
+arc at a time (a delete and re-insert of the same arc with the same cost in one batch does no
+work; with another cost it is one replacement):
 
 * **insert u→v**: every source ``s`` that reaches ``u`` (and ``u`` itself) gets the candidate
   ``rows[s][u] + u→v``. Reachability: if ``s`` already reaches ``v`` nothing changes (the closure
-  is closed), else ``s`` gains ``v`` and what ``v`` reaches. Shortest paths: if the candidate beats
+  is closed, and no source reaching ``s`` needs anything either: the backward search stops
+  there), else ``s`` gains ``v`` and what ``v`` reaches. Shortest paths: if the candidate beats
   ``rows[s][v]`` under the view's total order (cost, hops, path), a Dijkstra from ``v`` over the
   out-edges improves ``s``'s tree; it stops where nothing improves.
 * **delete u→v**: reachability: if ``u`` still reaches ``v`` without the arc (a search from ``u``
-  that stops at ``v``), no row changes; else every source that reaches ``u`` is searched again.
+  that stops at ``v``), no row changes; else every source that reaches ``u`` is searched again
+  (a search adds the closure of a vertex already searched, or not reaching ``u``, and stops there).
   Shortest paths: the best paths of ``s`` are a tree (a prefix of a best path is the best path
   to its end: costs are > 0 and the order is total), so the arc is in ``s``'s tree iff
   ``rows[s][v]`` ends with it; then only the subtree below ``v`` loses its rows, each is
   re-derived from its in-edges from vertices outside the subtree, and a Dijkstra over the
   subtree settles the rest (Ramalingam–Reps style repair, exact with the total order).
 
-State kept: live arcs by source and by target, ``rows``, ``srcs``. No provenance is stored:
+State kept: live arcs by source and by target, ``rows``, ``srcs`` (shortest paths), the arcs
+the batch touched. No provenance is stored:
 ``explain(row)`` derives a witness on demand from the live base tuples (the row's own path for
 shortest paths; the fewest-hops path for reachability, by a search from ``src``), and
 ``explain(row, complete=True)`` every minimal witness (``reference.reference_provenance``).
@@ -63,8 +70,12 @@ class OneNodeImpl:
     method = "incremental"
     rebuilds_from_front = True  # a snapshot of an older method restores here from its front
 
-    def __init__(self, spec, front) -> None:
+    def __init__(self, spec, front, consolidate: bool = True) -> None:
         self.spec, self.front = spec, front
+        self.consolidate = consolidate  # False: every arc change as the front emits it (tests)
+        self.touched: set = set()  # (u, v) of the arcs the batch changed, netted at its end
+        self.quiet = False  # a load from scratch: no per-row change records
+        self.bulk = False  # this batch loaded an empty view from scratch: every row is new
         self.weighted = spec.one_derivation  # shortest paths; reachability otherwise
         self.out: dict = {}  # u -> {v: cost}
         self.inn: dict = {}  # v -> {u: cost}
@@ -93,15 +104,15 @@ class OneNodeImpl:
         if k not in self.before:
             self.before[k] = None
         self.rows.setdefault(s, set()).add(t)
-        self.srcs.setdefault(t, set()).add(s)
 
     def _set(self, s, t, r) -> None:
         """Shortest paths: the row of (s, t) is r."""
         row = self.rows.setdefault(s, {})
-        k = (s, t)
         old = row.get(t)
-        if k not in self.before:
-            self.before[k] = old
+        if not self.quiet:
+            k = (s, t)
+            if k not in self.before:
+                self.before[k] = old
         row[t] = r
         if old is None:
             self.srcs.setdefault(t, set()).add(s)
@@ -111,12 +122,12 @@ class OneNodeImpl:
         row = self.rows[s]
         if self.weighted:
             del row[t]
+            ss = self.srcs[t]
+            ss.discard(s)
+            if not ss:
+                del self.srcs[t]
         else:
             row.discard(t)
-        ss = self.srcs[t]
-        ss.discard(s)
-        if not ss:
-            del self.srcs[t]
         if not row:
             del self.rows[s]
 
@@ -148,17 +159,34 @@ class OneNodeImpl:
             done[s] = seen
         return done
 
+    def _sources(self, u, done=None) -> list:
+        """``u`` and every vertex that reaches it (a backward search); it does not go past a vertex
+        ``x`` for which ``done(x)`` holds (nor includes it)."""
+        inn, seen, out = self.inn, {u}, [u]
+        todo = [u]
+        while todo:
+            x = todo.pop()
+            for y in inn.get(x, ()):
+                if y not in seen:
+                    seen.add(y)
+                    if done is None or not done(y):
+                        out.append(y)
+                        todo.append(y)
+        return out
+
     def _reach_insert(self, u, v) -> None:
         rows = self.rows
         ru = rows.get(u)
         if ru is not None and v in ru:
             return  # u already reaches v: every source reaching u reaches v and beyond
         gain_v = [v] + [t for t in rows.get(v, ()) if t != v]  # v's closure (v itself first)
-        for s in [u] + [s for s in self.srcs.get(u, ()) if s != u]:
-            rs = rows.get(s)
-            if rs is not None and v in rs:
-                continue
-            rs = rs or ()
+
+        def reaches_v(x):  # and so does every source that reaches x: the search stops there
+            rx = rows.get(x)
+            return rx is not None and v in rx
+
+        for s in self._sources(u, reaches_v):
+            rs = rows.get(s) or ()
             for t in gain_v:
                 if t not in rs:
                     self._gain(s, t)
@@ -176,11 +204,12 @@ class OneNodeImpl:
                     seen.add(y)
                     todo.append(y)
         self.stats_["searches"] += 1
-        stale = set(self.srcs.get(u, ()))
-        stale.add(u)
-        for s, now in self._closures([u] + [s for s in stale if s != u], stale).items():
-            for t in [t for t in self.rows.get(s, ()) if t not in now]:
-                self._drop(s, t)
+        sources = self._sources(u)
+        for s, now in self._closures(sources, set(sources)).items():
+            rs = self.rows.get(s, ())
+            if len(now) < len(rs):
+                for t in [t for t in rs if t not in now]:
+                    self._drop(s, t)
 
     # -- shortest paths --------------------------------------------------------------------------
     def _entry(self, cost, path, t):
@@ -193,6 +222,7 @@ class OneNodeImpl:
         mixed = self.mixed
         pop, push = heapq.heappop, heapq.heappush
         rs = rows.get(s)
+        tent: dict = {}
         while heap:
             cost, hops, _, t, path = pop(heap)
             cur = rs.get(t) if rs is not None else None
@@ -214,7 +244,12 @@ class OneNodeImpl:
                     if cw > cur[2] or hops > len(cur[3]) or not _path_lt(path + (w,), cur[3]):
                         continue
                 p = path + (w,)
-                push(heap, (cw, hops, _vkey(p) if mixed else p, w, p))
+                e = (cw, hops, _vkey(p) if mixed else p, w, p)
+                tw = tent.get(w)
+                if tw is not None and tw <= e:
+                    continue  # a candidate as good is already queued
+                tent[w] = e
+                push(heap, e)
         self.stats_["derivations"] += n
 
     def _sp_insert(self, u, v, c) -> None:
@@ -261,58 +296,73 @@ class OneNodeImpl:
 
     # -- from scratch (load, restore) ------------------------------------------------------------
     def _rebuild(self) -> None:
-        """Every source's rows from the live arcs (bulk load of an empty view, restore)."""
-        old, self.rows, self.srcs = self.rows, {}, {}
+        """Every source's rows from the live arcs, into an empty view (bulk load, restore)."""
         if self.weighted:
+            self.quiet = True
             for s in list(self.out):
                 self._dijkstra(s, [self._entry(c, (s, v), v) for v, c in self.out[s].items()])
+            self.quiet = False
         else:
-            srcs = self.srcs
-            for s, seen in self._closures(list(self.out), set(self.out)).items():
-                self.rows[s] = seen
-                for t in seen:
-                    x = srcs.get(t)
-                    if x is None:
-                        srcs[t] = {s}
-                    else:
-                        x.add(s)
-                    if (s, t) not in self.before:
-                        self.before[(s, t)] = None
-        for s, rs in old.items():  # a rebuild of a non-empty view reports its changes like any batch
-            for t in rs:
-                k = (s, t)
-                if k not in self.before or self.before[k] is None:
-                    self.before[k] = rs[t] if self.weighted else k
+            self.rows = {s: seen for s, seen in self._closures(list(self.out), set(self.out)).items() if seen}
 
     # -- impl interface (views.ProvImpl / baselines.SetImpl) -------------------------------------
     def feed(self, ev: Events) -> None:
-        w = self.weighted
-        for e in ev.removed_edges:
-            u, v = e[0], e[1]
-            if self.out.get(u, {}).get(v, 0) != (e[2] if w else 1):
-                continue  # added and replaced within the batch: it never reached the view
-            self.out[u].pop(v)
-            if not self.out[u]:
-                del self.out[u]
-            self.inn[v].pop(u)
-            if not self.inn[v]:
-                del self.inn[v]
-            if u in self.rows or u in self.srcs:
-                if w:
-                    self._sp_delete(u, v)
-                else:
-                    self._reach_delete(u, v)
         if ev.dead:
             self.stats_["deleted_vars"] += len(ev.dead)
-        bulk = not self.rows and len(ev.edges) > 1
+        n = len(ev.removed_edges) + len(ev.edges)
+        self.stats_["arc_changes"] += n
+        if self.consolidate:  # netted at the end of the batch against the front's live arcs
+            self.touched.update((e[0], e[1]) for e in ev.removed_edges)
+            self.touched.update((e[0], e[1]) for e, _ in ev.edges)
+            return
+        w = self.weighted
+        self._apply([(e[0], e[1], e[2] if w else 1) for e in ev.removed_edges],
+                    [(e[0], e[1], e[2] if w else 1) for e, _ in ev.edges])
+
+    def _flush(self) -> None:
+        """The batch's net arc changes: each touched arc as the view has it against the front's live one."""
+        if not self.touched:
+            return
+        out, live, w = self.out, self.front.store.live, self.weighted
+        dels, adds = [], []
+        for u, v in self.touched:
+            old = out.get(u, {}).get(v)
+            cur = live.get((u, v))
+            new = None if cur is None else (cur[1] if w else 1)
+            if old == new:
+                self.stats_["arcs_netted_out"] += 1
+                continue
+            if old is not None:
+                dels.append((u, v, old))
+            if new is not None:
+                adds.append((u, v, new))
+        self.touched = set()
+        self._apply(dels, adds)
+
+    def _apply(self, dels, adds) -> None:
+        """Arc deletions, then insertions (or a load from scratch into an empty view)."""
+        w = self.weighted
+        out, inn = self.out, self.inn
+        for u, v, c in dels:
+            if out.get(u, {}).get(v) != c:
+                continue  # (arc by arc) added and replaced within the batch: it never reached the view
+            del out[u][v]
+            if not out[u]:
+                del out[u]
+            del inn[v][u]
+            if not inn[v]:
+                del inn[v]
+            if w:
+                self._sp_delete(u, v)
+            else:
+                self._reach_delete(u, v)
         if w and not self.mixed:
-            self.types.update(type(x) for e, _ in ev.edges for x in e[:2])
+            self.types.update(type(x) for k in adds for x in k[:2])
             self.mixed = len(self.types) > 1
-        for e, _ in ev.edges:
-            u, v = e[0], e[1]
-            c = e[2] if w else 1
-            self.out.setdefault(u, {})[v] = c
-            self.inn.setdefault(v, {})[u] = c
+        bulk = not self.rows and not self.before and len(adds) > 1
+        for u, v, c in adds:
+            out.setdefault(u, {})[v] = c
+            inn.setdefault(v, {})[u] = c
             if bulk:
                 continue
             if w:
@@ -321,11 +371,19 @@ class OneNodeImpl:
                 self._reach_insert(u, v)
         if bulk:
             self._rebuild()
+            self.bulk = True
 
     def begin(self) -> None:
         self.before = {}
+        self.bulk = False
 
     def end(self) -> dict:
+        self._flush()
+        if self.bulk:  # an empty view loaded from scratch: every row is new
+            self.bulk, self.before = False, {}
+            if self.weighted:
+                return {(r[0], t): (None, r) for rs in self.rows.values() for t, r in rs.items()}
+            return {(s, t): (None, (s, t)) for s, rs in self.rows.items() for t in rs}
         out = {}
         row = self._row
         for (s, t), old in self.before.items():
@@ -401,5 +459,6 @@ class OneNodeImpl:
             self.types.update(type(x) for x in list(self.out) + list(self.inn))
             self.mixed = len(self.types) > 1
         self.before = {}
+        saved = Counter(self.stats_)
         self._rebuild()
-        self.before = {}
+        self.stats_, self.before = saved, {}

@@ -97,6 +97,7 @@ class TriangleCounter(GraphFrontend):
             "minor_rebalances": c.minor,
             "tuples_moved": c.moved,
             "rejected_rows": self.rejected,
+            "cancelled_in_batch": self.cancelled,
             "edges_with_extra_refs": len(self._extra),
         }
 

@@ -32,6 +32,8 @@ def _stream(seed, n=7, steps=12, weighted=True):
 
 
 CASES = [
+    (ReachabilityView, dict()),  # the defaults (one node): onenode.py, rebuilt from the front
+    (ShortestPathView, dict()),
     (ReachabilityView, dict(nodes=3, ship="lazy")),
     (ReachabilityView, dict(nodes="vertex", ship="eager")),
     (ShortestPathView, dict(nodes=3)),
