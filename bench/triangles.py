@@ -12,6 +12,13 @@ it is two single-tuple updates of the paper.  The recount baseline is timed on a
 sample of rows only (its load is not timed).
 
     .venv/bin/python bench/triangles.py [--quick]
+    .venv/bin/python bench/triangles.py --vs-dd [--quick]
+
+``--vs-dd`` instead streams the same graphs (load = batch 0) and then the updates in batches of
+1,000 rows through ``apply_batch`` (consolidated, the default, and ``consolidate=False``) beside
+differential dataflow (``bench/peers/``, built by the bench with cargo, skipped without it; the
+binary plan: 2-paths arranged, closed by the third edge), counts compared after every batch;
+writes bench/results/triangles_dd.md and .png.
 
 Writes bench/results/triangles.md and bench/results/triangles.png (--quick:
 triangles.quick.md / .png, so a quick run never overwrites the full figures).
@@ -219,10 +226,118 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
+DD_BATCH = 1_000
+
+
+def vs_dd(quick: bool) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from peers import dd
+
+    binary = dd.build(log)
+    sizes = [10_000] if quick else [10_000, 100_000]
+    n_up = 10_000 if quick else 40_000
+    load_avg = os.getloadavg()
+    rows = []
+    for stream in ("power_law", "adversarial"):
+        for n in sizes:
+            if stream == "power_law":
+                s, d, w = power_law_edges(n, seed=0)
+                us, ud, uw = churn_updates(s, d, n_up, seed=1)
+            else:
+                s, d, w = adversarial_graph(n, hubs=4, seed=0)
+                us, ud, uw = adversarial_updates(n_up, hubs=4, seed=0)
+            cuts = range(0, len(us), DD_BATCH)
+            res = {}
+            for name, cons in (("ours", True), ("ours_unconsolidated", False)):
+                gc.collect()
+                c = TriangleCounter(0.5)
+                t = time.process_time()
+                assert not c.apply_batch(s, d, w, consolidate=cons)
+                c.count
+                load_s = time.process_time() - t
+                cpu, counts = [], [c.count]
+                for i in cuts:
+                    t = time.process_time()
+                    assert not c.apply_batch(us[i:i + DD_BATCH], ud[i:i + DD_BATCH], uw[i:i + DD_BATCH],
+                                             consolidate=cons)
+                    counts.append(c.count)
+                    cpu.append(time.process_time() - t)
+                res[name] = dict(load_s=load_s, us_per_update=1e6 * sum(cpu) / len(us), counts=counts)
+                del c
+            if binary:
+                def arcs(a, b, m):
+                    return [(min(x, y), max(x, y), 0, int(k)) for x, y, k in zip(a.tolist(), b.tolist(), m.tolist())]
+                batches = [arcs(s, d, w)] + [arcs(us[i:i + DD_BATCH], ud[i:i + DD_BATCH], uw[i:i + DD_BATCH])
+                                             for i in cuts]
+                peer = dd.run("tri", batches)
+                count, counts = 0, []
+                for ch in peer["changes"]:
+                    for (_, _, k), m in ch.items():
+                        if m > 0:
+                            count = k
+                    if ch and not any(m > 0 for m in ch.values()):
+                        count = 0
+                    counts.append(count)
+                if counts != res["ours"]["counts"] or counts != res["ours_unconsolidated"]["counts"]:
+                    raise SystemExit(f"{stream} N={n}: counts differ from DD")
+                res["dd"] = dict(load_s=peer["cpu_ms"][0] / 1000, us_per_update=1e3 * sum(peer["cpu_ms"][1:]) / len(us),
+                                 peak_mb=peer["peak_mb"])
+            row = dict(stream=stream, N=n, updates=len(us), **{k: {x: y for x, y in v.items() if x != "counts"}
+                                                                for k, v in res.items()})
+            rows.append(row)
+            msg = " | ".join(f"{k} {v['us_per_update']:.2f} µs/update, load {v['load_s']:.2f} s"
+                             for k, v in row.items() if isinstance(v, dict))
+            if "dd" in row:
+                msg += f" | ours / DD {row['ours']['us_per_update'] / row['dd']['us_per_update']:.2f}x; counts equal"
+            log(f"{stream} N={n}: {msg}")
+    out = ["# Triangle count in batches beside differential dataflow", "",
+           f"`bench/triangles.py --vs-dd{' --quick' if quick else ''}`, one run at "
+           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load_avg[0]:.1f} at the start "
+           f"(2 cores shared with other sessions: read ratios). The graph is loaded as batch 0, then "
+           f"{n_up:,} update rows in batches of {DD_BATCH:,}: power law = delete / re-insert pairs of random "
+           "edges (`churn_updates`: every pair cancels within its batch), adversarial = hub–hub toggles. "
+           "Ours = `TriangleCounter(0.5).apply_batch` (consolidated, the default) and with "
+           "`consolidate=False` (every row applied in order, the behaviour before issue 27); DD = "
+           "`bench/peers/dd` (differential-dataflow 0.25.1, one worker; the binary plan: edges joined by "
+           "their first vertex into 2-paths, closed by a semijoin with the edges, counted). CPU per update = "
+           "the batches' CPU / rows. Counts were equal after every batch.", "",
+           "| stream | N | ours µs/update | unconsolidated µs/update | DD µs/update | ours / DD | "
+           "ours load s | DD load s | DD peak MB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        o, u, dd_ = r["ours"], r["ours_unconsolidated"], r.get("dd")
+        out.append(f"| {r['stream']} | {r['N']:,} | {o['us_per_update']:.2f} | {u['us_per_update']:.2f} | "
+                   + (f"{dd_['us_per_update']:.2f} | {o['us_per_update'] / dd_['us_per_update']:.2f}× | "
+                      f"{o['load_s']:.2f} | {dd_['load_s']:.2f} | {dd_['peak_mb']:.0f} |" if dd_ else
+                      f"(no cargo) | | {o['load_s']:.2f} | | |"))
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "triangles_dd.md"), "w") as f:
+        f.write("\n".join(out) + "\n")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = [f"{r['stream']}\nN={r['N']:,}" for r in rows]
+    for k, (name, color) in enumerate((("ours", "tab:blue"), ("ours_unconsolidated", "tab:orange"), ("dd", "tab:gray"))):
+        ax.bar([i + 0.27 * (k - 1) for i in range(len(rows))],
+               [max(r[name]["us_per_update"], 1e-3) if name in r else 0 for r in rows], 0.27, label=name, color=color)
+    ax.set_xticks(range(len(rows)), labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"CPU µs per update row (batches of {DD_BATCH:,})")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "triangles_dd.png"), dpi=100)
+    print("\n".join(out))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, about a minute")
+    ap.add_argument("--vs-dd", action="store_true", help="batches of 1,000 rows beside differential dataflow")
     args = ap.parse_args(argv)
+    if args.vs_dd:
+        vs_dd(args.quick)
+        return 0
     if args.quick:
         sizes, n_timed, budget = [3_000, 10_000, 30_000], 4_000, 1.0
         recount_rows, recount_max = (lambda n: 5), 30_000

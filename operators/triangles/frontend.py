@@ -162,7 +162,7 @@ class GraphFrontend:
         (s, ok_s), (d, ok_d), (w, ok_w) = cols
         clean = ok_s is None and ok_d is None and ok_w is None
         if clean and consolidate and self.mode != "three_relation":
-            self._batch_consolidated(s, d, w, bad)
+            self._batch_consolidated(src, dst, weight, s, d, w, bad)
         elif clean and consolidate:
             self._batch_three_consolidated(s, d, w, rel, bad)
         elif clean and self.mode == "undirected":
@@ -181,43 +181,72 @@ class GraphFrontend:
         self.rejected += len(bad)
         return bad
 
-    def _batch_consolidated(self, s, d, w, bad) -> None:
-        """Graph modes: each edge's references replayed through its rows, then one core update
-        per edge whose presence changed."""
+    def _batch_consolidated(self, src, dst, weight, s, d, w, bad) -> None:
+        """Graph modes: rows grouped per edge (numpy), each edge's references replayed through its
+        rows, then one core update per edge whose presence changed.
+
+        A group whose lowest running sum, added to the edge's references before the batch, stays
+        >= 0 rejects nothing; only the others are replayed row by row (rejections as in order).
+        """
         directed = self.mode == "directed"
+        src, dst, weight = (np.asarray(x, dtype=np.int64) for x in (src, dst, weight))
+        loops = src == dst
+        if loops.any():
+            for idx in np.flatnonzero(loops).tolist():
+                bad.append(BadEdge(idx, s[idx], d[idx], w[idx], None, "self-loop"))
+        pos = np.flatnonzero(~loops & (weight != 0))
+        if not len(pos):
+            return
+        a, b, m = src[pos], dst[pos], weight[pos]
+        lo, hi = (a, b) if directed else (np.minimum(a, b), np.maximum(a, b))
+        order = np.lexsort((pos, hi, lo))  # by edge, rows of an edge in batch order
+        lo, hi, m, pos = lo[order], hi[order], m[order], pos[order]
+        start = np.ones(len(lo), dtype=bool)
+        start[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+        first = np.flatnonzero(start)
+        run = np.cumsum(m)
+        base = np.concatenate(([0], run[first[1:] - 1]))
+        total = run[np.append(first[1:], len(lo)) - 1] - base
+        low = np.minimum.reduceat(run, first) - base  # lowest running sum of each edge
         rows0 = self._core.rows[0]
         extra = self._extra
-        refs: dict = {}  # key -> [references before the batch, references now, u, v]
-        for idx in range(len(s)):
-            u, v, m = s[idx], d[idx], w[idx]
-            if u == v:
-                bad.append(BadEdge(idx, u, v, m, None, "self-loop"))
-                continue
-            if not m:
-                continue
-            key = (u, v) if directed or u < v else (v, u)
-            st = refs.get(key)
-            if st is None:
-                ru = rows0.get(u)
-                r0 = 1 + extra.get(key, 0) if ru is not None and v in ru else 0
-                st = refs[key] = [r0, r0, u, v]
-            new = st[1] + m
-            if new < 0:
-                bad.append(BadEdge(idx, u, v, m, None, f"delete of {-m} references, edge has {st[1]}"
-                                   if st[1] else "delete of an absent edge"))
-                continue
-            st[1] = new
         apply = self._apply
         cancelled = 0
-        for key, (r0, r1, u, v) in refs.items():
+        for g, u, v, t, mn in zip(first.tolist(), lo[first].tolist(), hi[first].tolist(), total.tolist(),
+                                     low.tolist()):
+            ru = rows0.get(u)
+            if ru is not None and v in ru:
+                key = (u, v)
+                r0 = 1 + extra.get(key, 0) if extra else 1
+            else:
+                key, r0 = None, 0
+            if r0 + mn >= 0:
+                if not t:
+                    cancelled += 1  # the edge's rows net out: no work
+                    continue
+                r1 = r0 + t
+            else:  # some row deletes more references than there are at that point: replay in order
+                r1 = r0
+                k = g
+                while k == g or (k < len(lo) and not start[k]):
+                    idx = int(pos[k])
+                    new = r1 + w[idx]
+                    if new < 0:
+                        bad.append(BadEdge(idx, s[idx], d[idx], w[idx], None,
+                                           f"delete of {-w[idx]} references, edge has {r1}"
+                                           if r1 else "delete of an absent edge"))
+                    else:
+                        r1 = new
+                    k += 1
             if (r0 > 0) != (r1 > 0):
                 apply(u, v, 1 if r1 > 0 else -1)
-            elif r0 == r1:
-                cancelled += 1
+            key = (u, v)
             if r1 > 1:
                 extra[key] = r1 - 1
-            else:
+            elif extra:
                 extra.pop(key, None)
+        if bad:
+            bad.sort(key=lambda x: x.index)
         self.cancelled += cancelled
 
     def _batch_three_consolidated(self, s, d, w, rel, bad) -> None:

@@ -123,10 +123,10 @@ fn shortest<'s>(edges: VecCollection<'s, u64, (u32, u32, u64), isize>) -> VecCol
         .map(|((x, z), c)| (x, z, c))
 }
 
-/// Triangle count of an undirected graph given as arcs (u, v) with u < v: the binary plan
-/// (2-paths u-v, u-w by u, then closed by the arc (v, w)).
+/// Triangle count of an undirected graph (each edge once, either orientation): the binary plan
+/// (edges as (lower, higher) ids; 2-paths u-v, u-w by u, then closed by the edge (v, w)).
 fn triangles<'s>(edges: VecCollection<'s, u64, (u32, u32, u64), isize>) -> VecCollection<'s, u64, (u32, u32, u64), isize> {
-    let arcs = edges.map(|(u, v, _)| (u, v));
+    let arcs = edges.map(|(u, v, _)| if u < v { (u, v) } else { (v, u) });
     let by_first = arcs.clone().arrange_by_key();
     arcs.clone()
         .join_core(by_first, |&u, &v, &w| if v < w { Some(((v, w), u)) } else { None })
