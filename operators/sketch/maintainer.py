@@ -52,6 +52,24 @@ class _Ctx:
     store_factory: object = None
 
 
+def consolidated(v: pa.Table, w: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """Identical rows of one delta netted: weights summed per row, zero sums dropped."""
+    if v.num_rows < 2:
+        return (v, w) if v.num_rows == 0 or w[0] else (v.slice(0, 0), w[:0])
+    cols = [c for c in v.column_names if c != WEIGHT]
+    body = v.drop_columns([WEIGHT]).append_column(WEIGHT, pa.array(w, pa.int64()))
+    try:
+        g = body.group_by(cols, use_threads=False).aggregate([(WEIGHT, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+        return v, w
+    if g.num_rows == v.num_rows and w.all():
+        return v, w  # nothing to net: keep the delta as it came
+    ws = g.column(f"{WEIGHT}_sum").to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = ws != 0
+    out = g.select(cols).filter(pa.array(keep)).cast(v.drop_columns([WEIGHT]).schema)
+    return out.append_column(WEIGHT, pa.array(ws[keep], pa.int64())), ws[keep]
+
+
 class SketchMaintainer:
     def __init__(self, sql: str, partitions: dict | None = None, *, use_bloom: bool = True,
                  minmax_bound: int | None = None, topk_bound: int | None = None, store_factory=None):
@@ -113,8 +131,15 @@ class SketchMaintainer:
         raw = {t: (tables[t], np.ones(tables[t].num_rows, dtype=np.int64)) for t in self.tables}
         return self._run(raw, learn=True)
 
-    def apply(self, deltas: dict) -> SketchDelta:
-        """Maintain the sketch under one batch: table -> pyarrow.Table with an int64 ``__weight``."""
+    def apply(self, deltas: dict, consolidate: bool = True) -> SketchDelta:
+        """Maintain the sketch under one batch: table -> pyarrow.Table with an int64 ``__weight``.
+
+        ``consolidate`` (default): identical rows of a table's delta are netted first (weights
+        summed, zero sums dropped), so an insert and a delete of the same row in one batch do no
+        work in any operator; the operators are linear in the weights, so the sketch and the
+        result are those of the unconsolidated delta (``tests/sketch/test_consolidate.py``). A
+        delta whose column types Arrow cannot group by is applied as it is.
+        """
         if self.query is None:
             raise StateError("apply() before initialize()")
         if self._broken is not None:
@@ -131,6 +156,10 @@ class SketchMaintainer:
             if WEIGHT not in v.column_names:
                 raise IvmError(f"delta for table {t!r} lacks the int64 column {WEIGHT!r}")
             w = v.column(WEIGHT).to_numpy(zero_copy_only=False).astype(np.int64)
+            if consolidate:
+                v, w = consolidated(v, w)
+                if not len(w):
+                    continue
             raw[t] = (v, w)
         if not raw:
             return SketchDelta({t: set() for t in self.partitions}, {t: set() for t in self.partitions})
