@@ -64,6 +64,18 @@ def _better(cost, path, cur) -> bool:
     return _path_lt(path, cur[3])
 
 
+class _AllNew:
+    """The changes of a load into an empty view: every row new (``items()`` as of a dict, not built)."""
+
+    def __init__(self, impl) -> None:
+        self.impl = impl
+
+    def items(self):
+        if self.impl.weighted:
+            return (((r[0], t), (None, r)) for rs in self.impl.rows.values() for t, r in rs.items())
+        return (((s, t), (None, (s, t))) for s, rs in self.impl.rows.items() for t in rs)
+
+
 class OneNodeImpl:
     """The maintenance method of the default views (``nodes=1``, ``ship="lazy"``)."""
 
@@ -381,9 +393,7 @@ class OneNodeImpl:
         self._flush()
         if self.bulk:  # an empty view loaded from scratch: every row is new
             self.bulk, self.before = False, {}
-            if self.weighted:
-                return {(r[0], t): (None, r) for rs in self.rows.values() for t, r in rs.items()}
-            return {(s, t): (None, (s, t)) for s, rs in self.rows.items() for t in rs}
+            return _AllNew(self)
         out = {}
         row = self._row
         for (s, t), old in self.before.items():
