@@ -209,6 +209,18 @@ class EmbeddedMariaDb:
             cur.execute(sql, params)
             return list(cur.fetchall())
 
+    def wait_binlog_clients(self, n: int, timeout_s: float = 180.0) -> None:
+        """Until ``n`` replication clients read the binlog. Debezium's MySQL connector connects
+        its binlog reader once its snapshot is done: from then on a change reaches it from the
+        binlog, and no snapshot reads a table while a DDL changes it."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                          "WHERE COMMAND LIKE 'Binlog Dump%%'")[0][0] >= n:
+                return
+            time.sleep(0.25)
+        raise MariaDbError(f"fewer than {n} binlog readers after {timeout_s:.0f}s (is the connector running?)")
+
     def create_database(self, name: str) -> None:
         self.execute(f"create database if not exists `{name}`")
 

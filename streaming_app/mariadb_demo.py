@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from connectors.kafka_broker import EmbeddedBroker, reset_topics
-from streaming_app.config import REPO_ROOT, parse_config
+from streaming_app.config import REPO_ROOT, env, parse_config
 from streaming_app.mariadb_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.pg_demo import _markers_applied
 
@@ -51,7 +51,7 @@ def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
     db = EmbeddedMariaDb(VAR / "mariadb", port=port)
-    connect = EmbeddedConnect(VAR / "connect", port=8083, bootstrap=broker.bootstrap)
+    connect = EmbeddedConnect(VAR / "connect", port=int(env("connect_port", "8083")), bootstrap=broker.bootstrap)
     started = []
     try:
         for name, svc in (("Kafka broker", broker), ("MariaDB", db), ("Kafka Connect", connect)):
@@ -78,6 +78,7 @@ def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port
         work.setup()
         connect.register(name, connector_properties(cfg))
         st = connect.wait_running(name, timeout_s=120)
+        db.wait_binlog_clients(1)  # its snapshot is done: the history's DDL cannot race it
         print(f"Debezium MySQL connector {name!r} {st['connector'].get('version', '')} running on MariaDB "
               f"{db.server_version()}: {DATABASE}.{{{', '.join(TABLES)}}} -> topics {PREFIX}.{DATABASE}.*", flush=True)
 

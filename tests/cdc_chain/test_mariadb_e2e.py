@@ -85,6 +85,7 @@ def chain(mariadb, kafka_broker, kafka_connect, tmp_path_factory):
     mariadb.create_database(DATABASE)
     work = H.Workload(mariadb, DATABASE, seed=25)
     work.setup()
+    work.initial()  # read by each connector's snapshot (op r), the rest from the binlog
     tmp = tmp_path_factory.mktemp("mychain")
     cfgs = {v: _config(tmp, v, mariadb, kafka_broker.bootstrap, kafka_connect.url, 5401 + i)
             for i, v in enumerate(H.VARIANTS)}
@@ -93,6 +94,7 @@ def chain(mariadb, kafka_broker, kafka_connect, tmp_path_factory):
         kafka_connect.register(cfg.debezium.connector_name, connector_properties(cfg))
     for cfg in cfgs.values():
         kafka_connect.wait_running(cfg.debezium.connector_name, timeout_s=180)
+    mariadb.wait_binlog_clients(len(cfgs))  # every snapshot done: the DDL below cannot race one
     steps = work.run()
     for cfg in cfgs.values():
         _wait_for_markers(kafka_broker.bootstrap, cfg)
