@@ -199,3 +199,36 @@ def test_the_batch_line_carries_the_sketch_figures_and_never_an_empty_list():
     per = {"big_orders": {"delta_rows": 300, "added": 1, "removed": 1, "ms": 80.0}}
     loud = batch_line({**row, "metrics": json.dumps({"sketches": {"per_query": per}})})
     assert loud.splitlines()[-1].strip() == "sketches: big_orders 300 rows +1/-1 fragments 80 ms"
+
+
+_UI_HANGUP = """
+import socket, struct, sys
+from connectors.local_process import free_port
+from streaming_app.config import SparkConfig
+from streaming_app.spark_session import SessionOptions, build_session
+spark = build_session(SparkConfig(master="local[1]", ui_port=free_port()), SessionOptions(app_name="ui", ui=True))
+host, port = spark.sparkContext.uiWebUrl.split("//")[1].split(":")
+app = spark.sparkContext.applicationId
+for _ in range(30):  # REST clients that hang up before the answer is written (a reset, not a close)
+    s = socket.create_connection((host, int(port)))
+    s.sendall(f"GET /api/v1/applications/{app}/environment HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+spark.range(10).count()  # the UI has had time to answer (and fail to)
+print("ASKED", flush=True)
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+def test_no_jetty_stack_when_a_ui_client_hangs_up(tmp_path):
+    """A REST client of the Spark UI that hangs up printed a stack of ~100 lines per request
+    (Jersey's ERROR for the reset connection); the job's console stays quiet."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
+    r = subprocess.run([sys.executable, "-c", _UI_HANGUP], capture_output=True, text=True, cwd=REPO, env=env,
+                       timeout=600)
+    assert "ASKED" in r.stdout, r.stderr[-2000:]
+    noise = [x for x in r.stderr.splitlines() if "Exception" in x or x.startswith("\tat ")]
+    assert not noise, "\n".join(noise[:10])
