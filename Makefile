@@ -7,9 +7,9 @@ VPY     := $(VENV)/bin/python
 MVN     := mvn -q -B -s jvm/settings.xml
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup jars venv postgres mariadb jvm-archive demo demo-postgres demo-mariadb test test-fast test-slow bench clean broker-start broker-stop
+.PHONY: setup jars venv postgres mariadb jvm-archive pyfiles demo demo-postgres demo-mariadb test test-fast test-slow bench clean broker-start broker-stop
 
-setup: venv jars postgres mariadb jvm-archive
+setup: venv jars postgres mariadb jvm-archive pyfiles
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
@@ -41,6 +41,11 @@ jvm/s3proxy/libs/.done: jvm/s3proxy/pom.xml jvm/settings.xml
 jvm-archive: jvm/cds/spark.jsa
 jvm/cds/spark.jsa: jvm/spark/jars/.done $(STAMP) streaming_app/jvm_archive.py
 	$(VPY) -m streaming_app.jvm_archive
+
+# The project's packages zipped for spark-submit --py-files (dist/ivmstream.zip, git-ignored):
+# remade when a source file is newer (`ivmstream submit` checks the same).
+pyfiles: venv
+	$(VPY) -c "from streaming_app.submit import build_py_files; build_py_files()"
 
 # PostgreSQL server binaries (Debian's package) for the real CDC chain; nothing when present.
 # No default cluster: ivmstream runs its own server in a folder of its own (ivmstream postgres).
@@ -79,11 +84,11 @@ test: setup
 
 # Pure-Python tests (no Spark, Kafka, PostgreSQL or S3 server): a few minutes.
 test-fast: venv
-	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3 and not mariadb" $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3 and not mariadb and not cluster" $(PYTEST_ARGS)
 
-# Spark, Kafka, PostgreSQL, MariaDB, Kafka Connect and S3-server tests, the slowest listed at the end.
+# Spark, Kafka, PostgreSQL, MariaDB, Kafka Connect, S3-server and Spark standalone cluster tests, the slowest listed at the end.
 test-slow: setup
-	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3 or mariadb" --durations=15 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3 or mariadb or cluster" --durations=15 $(PYTEST_ARGS)
 
 broker-start: setup
 	$(VPY) -m streaming_app broker start

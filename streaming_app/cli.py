@@ -1,4 +1,5 @@
-"""The `ivmstream` command line: broker, s3, run, produce, demo.
+"""The `ivmstream` command line: broker, s3, run, produce, demo (and the commands of sketches/cli.py,
+source_cli.py and cluster_cli.py).
 
 Every flag that has an environment variable shows it in ``--help``; bad input ends with a
 one-line error and exit code 2, never a traceback.
@@ -321,11 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("Kafka Connect REST port for --source postgres", "connect_port"))
     d.set_defaults(fn=cmd_demo)
 
+    from streaming_app.cluster_cli import add_commands as add_cluster_commands
     from streaming_app.sketches.cli import add_commands
     from streaming_app.source_cli import add_commands as add_source_commands
 
     add_commands(sub, common)
     add_source_commands(sub, common)
+    add_cluster_commands(sub, common)
     return p
 
 

@@ -30,6 +30,13 @@ ENV = {
     "mariadb_dir": "IVMSTREAM_MARIADB_DIR",
     "connect_port": "IVMSTREAM_CONNECT_PORT",
     "connect_dir": "IVMSTREAM_CONNECT_DIR",
+    # The Spark standalone cluster of `ivmstream cluster`.
+    "cluster_dir": "IVMSTREAM_CLUSTER_DIR",
+    "cluster_port": "IVMSTREAM_CLUSTER_PORT",
+    "cluster_ui_port": "IVMSTREAM_CLUSTER_UI_PORT",
+    "cluster_workers": "IVMSTREAM_CLUSTER_WORKERS",
+    "cluster_cores": "IVMSTREAM_CLUSTER_CORES",
+    "cluster_memory": "IVMSTREAM_CLUSTER_MEMORY",
     "pg_bindir": "IVMSTREAM_PG_BINDIR",
     # Where `make setup` put the JVM jars and the driver's class archive (streaming_app.jars).
     "spark_jars": "IVMSTREAM_SPARK_JARS",

@@ -1,0 +1,114 @@
+"""`ivmstream submit`: the job handed to a Spark cluster with spark-submit, with all it needs.
+
+What a submitted job needs and a local session sets by itself (streaming_app.spark_session):
+the extra jars (Delta, Spark's Kafka source: ``jars.spark_jars()``), Delta's SQL extension and
+catalog, the driver's JVM options and quiet logging, the driver memory from ``[spark]``, the
+project's packages for the executors' Python workers (``dist/ivmstream.zip``, built by `make
+setup` and again here when a source file is newer), and the Python that runs the driver and
+the executors' workers (``PYSPARK_PYTHON``: this venv's, which has pyarrow, msgspec and the
+rest; the system Python has not). The command is plain spark-submit from the pyspark wheel:
+``--print`` shows it for a cluster manager of your own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import sys
+import zipfile
+from pathlib import Path
+
+from operators.errors import ConfigError
+from streaming_app.cluster import ClusterError, spark_home
+from streaming_app.config import REPO_ROOT, JobConfig
+from streaming_app.jars import spark_jars
+from streaming_app.spark_session import JVM_OPTIONS, QUIET_LOG4J
+
+PACKAGES = ("streaming_app", "operators", "state", "connectors")
+PY_FILES = REPO_ROOT / "dist" / "ivmstream.zip"
+MAIN = REPO_ROOT / "streaming_app" / "__main__.py"
+_SPARK_MASTER = re.compile(r"spark://[A-Za-z0-9_.\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9_.\[\]:-]+:[0-9]{1,5})*")
+
+
+def _sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (REPO_ROOT / pkg).rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+
+
+def build_py_files(out: Path = PY_FILES) -> bool:
+    """Zip the project's packages for ``--py-files`` unless the zip is newer than every source
+    file; True if it was (re)built."""
+    files = _sources()
+    if out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in files):
+        return False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in files:
+            z.write(p, p.relative_to(REPO_ROOT).as_posix())
+    tmp.replace(out)
+    return True
+
+
+def check_master(master: str) -> None:
+    """A master URL spark-submit understands; a ``spark://`` master must accept a connection.
+    Raises the one-line error before any JVM starts."""
+    if master.startswith("spark://"):
+        if not _SPARK_MASTER.fullmatch(master):
+            raise ConfigError(f"--master {master!r}: a standalone master is spark://HOST:PORT")
+        reasons = []
+        for part in master.removeprefix("spark://").split(","):
+            host, _, port = part.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=3):
+                    return
+            except OSError as e:
+                reasons.append(f"{part}: {e.strerror or e}")
+        raise ClusterError(f"no Spark master answers at {master} ({'; '.join(reasons)}); start one with "
+                           "`ivmstream cluster start` or give --master")
+    if not (master.startswith(("local", "k8s://")) or master == "yarn"):
+        raise ConfigError(f"--master {master!r}: use spark://HOST:PORT, yarn, k8s://https://HOST:PORT or local[N]")
+
+
+def _loopback(master: str) -> bool:
+    return master.startswith("local") or all(
+        p.rpartition(":")[0] in ("127.0.0.1", "localhost") for p in master.removeprefix("spark://").split(","))
+
+
+def submit_command(cfg: JobConfig, config_path: str | Path, master: str, run_args: list[str],
+                   python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment additions) of the spark-submit that runs ``ivmstream run`` on ``master``."""
+    driver_opts = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}"
+    confs = {
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.driver.extraJavaOptions": driver_opts,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": python,
+        **dict(cfg.spark.extra_conf),
+    }
+    argv = [str(spark_home() / "bin" / "spark-submit"), "--master", master, "--name", f"ivmstream:{cfg.name}",
+            "--driver-memory", cfg.spark.driver_memory,
+            "--jars", ",".join(str(p) for p in spark_jars()),
+            "--py-files", str(PY_FILES)]
+    for k, v in confs.items():
+        argv += ["--conf", f"{k}={v}"]
+    argv += [str(MAIN), "run", "--config", str(Path(config_path).resolve()), *run_args]
+    env = {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python, "SPARK_HOME": str(spark_home())}
+    if _loopback(master):
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"  # driver, block manager and UI on loopback
+    return argv, env
+
+
+def shell_line(argv: list[str], env: dict[str, str]) -> str:
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *(shlex.quote(a) for a in argv)])
+
+
+def exec_submit(argv: list[str], env: dict[str, str]) -> None:
+    """Become spark-submit (signals such as Ctrl-C then reach it and the driver directly)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, {**os.environ, **env})

@@ -1,0 +1,181 @@
+"""The job submitted to a real Spark standalone cluster (a master and two workers of 1 core and
+1 GB each, started by `ivmstream cluster`'s code on free loopback ports, one for the module):
+mirrors equal the produced history value for value, a sketch equals a recapture by the
+reference oracle, the triangle count and the reachability view equal networkx; a SIGKILL of
+the driver in the middle of a batch and a restart lose and double nothing. Tables are read
+back with delta-rs: the test process starts no Spark of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import networkx as nx
+import pytest
+
+from connectors.kafka_broker import create_topics, free_port
+from connectors.producer import CdcProducer
+from streaming_app.config import REPO_ROOT, dump_toml, parse_config
+from tests.platform.cdc_fixture import History
+from tests.platform.test_graph_e2e import _send
+
+pytestmark = [pytest.mark.cluster, pytest.mark.kafka]
+
+SKETCH_SQL = "SELECT name, MAX(qty) AS top FROM items GROUP BY name HAVING MAX(qty) > 90"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from streaming_app.cluster import StandaloneCluster
+
+    # the master's UI and the two workers' UIs on consecutive ports
+    c = StandaloneCluster(tmp_path_factory.mktemp("spark"), port=free_port(), ui_port=_free_run(3),
+                          workers=2, cores=1, memory="1g")
+    c.start()
+    yield c
+    c.stop()
+
+
+def _free_run(n: int) -> int:
+    """A port p with p .. p+n-1 free (the workers' UIs follow the master's)."""
+    from connectors.local_process import port_open
+
+    while True:
+        p = free_port()
+        if p + n < 65536 and not any(port_open(p + i) for i in range(n)):
+            return p
+
+
+def _config(tmp_path, bootstrap: str, name: str, master: str) -> tuple[dict, object]:
+    data = {
+        "job": {"name": name, "lake_root": str(tmp_path / "lake"),
+                "checkpoint_root": str(tmp_path / "ckpt"), "trigger_interval_s": 0.5},
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 400},
+        "spark": {"master": master, "ui": False, "driver_memory": "1g"},
+        "tables": [
+            {"name": "items", "topic": f"{name}.items", "primary_key": "id",
+             "columns": {"id": "long", "name": "string", "price": "decimal(10,2)", "qty": "int",
+                         "day": "date", "ts": "timestamp", "ok": "boolean"}},
+            {"name": "pairs", "topic": f"{name}.pairs", "primary_key": ["a", "b"],
+             "columns": {"a": "long", "b": "string", "v": "double"}},
+            {"name": "edges", "topic": f"{name}.edges", "primary_key": ["src", "dst"],
+             "columns": {"src": "long", "dst": "long", "cost": "double"}},
+        ],
+        "sketches": [{"name": "top_qty", "sql": SKETCH_SQL, "partition": "items.id:8"}],
+        "graphs": [{"name": "g", "table": "edges", "mode": "undirected"}],
+        "views": [{"name": "reach", "table": "edges", "kind": "reachability"}],
+    }
+    (tmp_path / "job.toml").write_text(dump_toml(data))
+    return data, parse_config(data)
+
+
+def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 420) -> tuple[int, str]:
+    """(exit code, output) of `ivmstream submit --available-now` to ``master``; with ``kill_at``
+    the driver's Python process SIGKILLs itself there, and the whole driver (spark-submit's JVM
+    included) is SIGKILLed right after, as a lost driver host would be."""
+    env = dict(os.environ)
+    env.pop("IVMSTREAM_KILL_AT", None)
+    if kill_at:
+        env["IVMSTREAM_KILL_AT"] = kill_at
+    proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "submit", "--config", str(cfg_file),
+                             "--master", master, "--available-now", "--no-ui"], env=env, cwd=REPO_ROOT,
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if kill_at:
+        assert f"fault injection: SIGKILL at {kill_at}" in out, out[-3000:]
+    return proc.returncode, out
+
+
+def _rows(path) -> list[dict]:
+    import deltalake
+
+    return deltalake.DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+
+
+def _produce(bootstrap: str, cfg, seed: int):
+    create_topics(bootstrap, cfg.topics, partitions=1)  # a TRUNCATE is exact on one partition
+    hist = History(cfg, seed=seed)
+    prod = CdcProducer(bootstrap)
+    hist.send(prod, 900, debezium_kinds=True)
+    rng, live = random.Random(seed), {}
+    _send(prod, cfg.table("edges"), live, rng, 300, [])
+    prod.close()
+    return hist, live, prod.sent
+
+
+def _check(cfg, hist, live, sent):
+    lake = cfg.lake_root
+    norm = lambda rows: [{k: (v.replace(tzinfo=None) if k == "ts" and v is not None else v)  # noqa: E731
+                          for k, v in r.items()} for r in rows]
+    items = sorted(_rows(lake / "mirrors" / "items"), key=lambda r: r["id"])
+    pairs = sorted(_rows(lake / "mirrors" / "pairs"), key=lambda r: (r["a"], r["b"]))
+    assert norm(items) == norm(hist.expected_rows("items"))
+    assert norm(pairs) == norm(hist.expected_rows("pairs"))
+    edges = _rows(lake / "mirrors" / "edges")
+    assert {(e["src"], e["dst"]): e for e in edges} == live
+
+    batches = _rows(lake / "batches")
+    ids = [b["batch_id"] for b in batches]
+    assert len(ids) == len(set(ids)) and len(ids) >= 3
+    assert sum(b["records_in"] for b in batches) == sent  # every Kafka record once
+    assert sorted(r["error_code"] for r in _rows(lake / "quarantine")) == sorted(hist.bad)
+
+    g = nx.Graph((u, v) for (u, v) in live if u != v)
+    counts = [r for r in _rows(lake / "triangle_counts") if r["graph"] == "g"]
+    assert len({r["batch_id"] for r in counts}) == len(counts)
+    assert max(counts, key=lambda r: r["batch_id"])["triangles"] == sum(nx.triangles(g).values()) // 3
+    d = nx.DiGraph(list(live))
+    closure = {(x, y) for x in d for s in d.successors(x) for y in {s} | nx.descendants(d, s)}
+    assert {(int(r["src"]), int(r["dst"])) for r in _rows(lake / "reachability") if r["view"] == "reach"} == closure
+
+    import pyarrow as pa
+
+    from operators.sketch import RangePartition
+    from operators.sketch_reference import reference_sketch
+
+    reg = [r for r in _rows(lake / "registered_queries") if r["name"] == "top_qty"]
+    part = {"items": RangePartition("id", json.loads(reg[0]["boundaries"])["values"])}
+    want = reference_sketch(SKETCH_SQL, {"items": pa.Table.from_pylist(items)}, part)["items"]
+    got = [r for r in _rows(lake / "sketches") if r["query"] == "top_qty"]
+    assert want and list(got[0]["fragments"]) == want
+
+
+def test_submitted_job_equals_history_sketch_and_networkx(cluster, kafka_broker, tmp_path):
+    _, cfg = _config(tmp_path, kafka_broker.bootstrap, "clu", cluster.url)
+    hist, live, sent = _produce(kafka_broker.bootstrap, cfg, seed=5)
+    rc, out = _submit(tmp_path / "job.toml", cluster.url)
+    assert rc == 0, out[-4000:]
+    assert "Traceback" not in out and " WARN " not in out, out[-4000:]
+    _check(cfg, hist, live, sent)
+
+
+def test_driver_sigkill_mid_batch_then_restart_loses_and_doubles_nothing(cluster, kafka_broker, tmp_path):
+    _, cfg = _config(tmp_path, kafka_broker.bootstrap, "clk", cluster.url)
+    hist, live, sent = _produce(kafka_broker.bootstrap, cfg, seed=9)
+    # killed after batch 1's items commit, before its pairs and edges commits and its record
+    rc, out = _submit(tmp_path / "job.toml", cluster.url, kill_at="mirror.items:1")
+    assert rc != 0
+    rc, out = _submit(tmp_path / "job.toml", cluster.url)
+    assert rc == 0, out[-4000:]
+    _check(cfg, hist, live, sent)
+
+
+def test_submit_refuses_bad_flags_before_spark(cluster, tmp_path):
+    _config(tmp_path, "127.0.0.1:1", "bad", cluster.url)
+    for extra, text in ((["--master", "spark://127.0.0.1:1"], "no Spark master answers at spark://127.0.0.1:1"),
+                        (["--master", "spark://nowhere"], "a standalone master is spark://HOST:PORT"),
+                        (["--duration", "-3"], "--duration")):
+        r = subprocess.run([sys.executable, "-m", "streaming_app", "submit", "--config", str(tmp_path / "job.toml"),
+                            *extra], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (extra, r.stdout, r.stderr)
+        assert r.stderr.startswith("ivmstream: error: [IVM") and text in r.stderr and r.stderr.count("\n") == 1
