@@ -39,9 +39,10 @@ def _cluster(args):
 
 def cmd_cluster(args) -> int:
     c = _cluster(args)
-    if args.action == "start":
-        for note in c.check_pid_files():
+    if args.action in ("start", "stop"):
+        for note in c.check_pid_files():  # a pid that is not this cluster's daemon is never signalled
             print(note)
+    if args.action == "start":
         t0 = time.monotonic()
         c.start()
         st = c.status()

@@ -1,0 +1,233 @@
+"""The demo's workload drained locally and on a Spark standalone cluster, in one run.
+
+The same Kafka records (the demo's snapshot of `sales`, TPC-H SF 0.01 and the edge graph, then
+``--updates`` seeded random changes with a malformed record every 500: ~88,800 records, what
+`make demo` reads in its 60 s) are drained with ``--available-now`` twice, each by its own job
+(own lake and checkpoint) with the demo's config (two sketches, a triangle count, two views):
+
+  * local: ``ivmstream run`` (``local[*]``, the demo's default);
+  * cluster: ``ivmstream submit`` to a standalone master with ``--workers`` workers of
+    ``--cores`` cores and ``--memory`` each, started here by `ivmstream cluster`'s code.
+
+Figures: wall time from launching the command to its exit, the first batch's end after launch
+(the ``batches`` table's ``finished_at``), the summed ``step_ms`` of every batch per step (the
+driver's view: where a batch's time goes), and from Spark's event log (the data behind the
+REST API's ``/api/v1/applications/<id>/stages``) the Spark jobs, the stages' wall time and the
+executors' run time per step, by the job description each step sets
+(``ivmstream batch <id>: <step>``). The ratio printed is cluster wall / local wall.
+
+Usage: python bench/cluster.py [--updates 12000] [--workers 2] [--cores 1] [--memory 1500m]
+       [--decode driver|executors]
+Writes bench/results/cluster.md and cluster.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
+from streaming_app.cluster import StandaloneCluster  # noqa: E402
+from streaming_app.config import dump_toml, parse_config  # noqa: E402
+from streaming_app.demo_run import DEMO_DIR, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402
+
+OUT = REPO / "bench" / "results"
+
+
+def produce(cfg, bootstrap: str, updates: int) -> int:
+    """The demo's records: snapshot, then ``updates`` random changes (as demo_run streams them)."""
+    create_topics(bootstrap, cfg.topics)
+    prod = CdcProducer(bootstrap)
+    data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
+    tpch = tpch_subset()
+    for t in TPCH_TABLES:
+        data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
+    edges = EdgeChanges(seed=7)
+    data["edges"] = list(edges.live.values())
+    for name, rows in data.items():
+        for row in rows:
+            prod.send(cfg.table(name), "r", None, row)
+    gens = {n: RandomUpdates(cfg.table(n), seed=i, live=data[n])
+            for i, n in enumerate(("sales", "customer", "orders", "lineitem"))}
+    gens["edges"] = edges
+    names = list(gens)
+    for i in range(1, updates + 1):
+        name = names[(i - 1) % len(names)]
+        op, before, after = gens[name].next()
+        prod.send(cfg.table(name), op, before, after)
+        if i % 500 == 0:
+            prod.send_raw(cfg.table("sales").topic, b'{"id": 999999}', b'{"op": "c", "after": {"id": "x"')
+    prod.close()
+    return prod.sent
+
+
+def job_config(home: Path, variant: str, bootstrap: str, decode: str) -> Path:
+    data = tomllib.loads((DEMO_DIR / "demo.toml").read_text())
+    events = home / f"events-{variant}"
+    events.mkdir(parents=True, exist_ok=True)
+    data["job"].update(name=f"bench-{variant}", lake_root=str(home / f"lake-{variant}"),
+                       checkpoint_root=str(home / "ckpt"), decode=decode)
+    data["kafka"]["bootstrap_servers"] = bootstrap
+    data["spark"].update(ui=False, conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file:{events}"})
+    path = home / f"{variant}.toml"
+    path.write_text(dump_toml(data))
+    parse_config(data)  # the same checks the job makes
+    return path
+
+
+def run_variant(variant: str, cfg_path: Path, master: str | None) -> dict:
+    cmd = [sys.executable, "-m", "streaming_app"]
+    cmd += (["submit", "--master", master] if master else ["run"])
+    cmd += ["--config", str(cfg_path), "--available-now", "--no-ui"]
+    t0 = time.time()
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    wall = time.time() - t0
+    if r.returncode != 0:
+        sys.exit(f"{variant} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return {"launched": t0, "wall_s": wall, "stdout_tail": r.stdout.splitlines()[-1:]}
+
+
+def batches_figures(lake: Path, launched: float) -> dict:
+    import deltalake
+
+    rows = sorted(deltalake.DeltaTable(str(lake / "batches")).to_pyarrow_table().to_pylist(),
+                  key=lambda r: r["batch_id"])
+    steps: dict[str, float] = collections.defaultdict(float)
+    for r in rows:
+        for k, v in r["step_ms"]:
+            steps[k.split(":")[0] if k.startswith("maintain:") else k] += v / 1000
+        for op in r["operators"] or []:
+            steps[f"  {op['name']}"] += op["ms"] / 1000
+    return {"batches": len(rows), "records": sum(r["records_in"] for r in rows),
+            "first_batch_s": rows[0]["finished_at"].timestamp() - launched if rows else None,
+            "batch_wall_s": sum((r["finished_at"] - r["started_at"]).total_seconds() for r in rows),
+            "steps_s": dict(sorted(steps.items(), key=lambda kv: -kv[1]))}
+
+
+def event_log_figures(events: Path) -> dict:
+    """Spark jobs, stage wall time and executor run time per step, from the event log."""
+    logs = sorted(p for p in events.iterdir() if p.is_file())
+    jobs_of: dict[str, int] = collections.Counter()
+    stage_step: dict[int, str] = {}
+    wall: dict[str, float] = collections.defaultdict(float)
+    run: dict[str, float] = collections.defaultdict(float)
+    tasks: dict[str, int] = collections.Counter()
+    for log in logs:
+        for line in log.read_text().splitlines():
+            ev = json.loads(line)
+            kind = ev.get("Event")
+            if kind == "SparkListenerJobStart":
+                desc = (ev.get("Properties") or {}).get("spark.job.description") or "(no description)"
+                step = desc.split(": ", 1)[1] if desc.startswith("ivmstream batch") else "(other)"
+                jobs_of[step] += 1
+                for sid in ev.get("Stage IDs", []):
+                    stage_step[sid] = step
+            elif kind == "SparkListenerStageCompleted":
+                info = ev["Stage Info"]
+                step = stage_step.get(info["Stage ID"], "(other)")
+                if info.get("Submission Time") and info.get("Completion Time"):
+                    wall[step] += (info["Completion Time"] - info["Submission Time"]) / 1000
+                for acc in info.get("Accumulables", []):
+                    if acc.get("Name") == "internal.metrics.executorRunTime":
+                        run[step] += float(acc.get("Value") or 0) / 1000
+                tasks[step] += int(info.get("Number of Tasks", 0))
+    return {step: {"jobs": jobs_of[step], "stage_wall_s": round(wall[step], 1),
+                   "executor_run_s": round(run[step], 1), "tasks": tasks[step]}
+            for step in sorted(jobs_of, key=lambda s: -wall[s])}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--updates", type=int, default=12_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--cores", type=int, default=1)
+    ap.add_argument("--memory", default="1500m")
+    ap.add_argument("--decode", choices=("driver", "executors"), default="driver")
+    ap.add_argument("--tag", default="", help="a label for this run in the results")
+    args = ap.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="ivmstream-bench-cluster-"))
+    load = {"before": os.getloadavg()}
+    broker = EmbeddedBroker(home / "kafka", port=free_port()).start()
+    cluster = StandaloneCluster(home / "spark", port=free_port(), ui_port=free_port(), workers=args.workers,
+                                cores=args.cores, memory=args.memory)
+    res: dict = {"tag": args.tag, "decode": args.decode, "workers": args.workers, "cores": args.cores,
+                 "memory": args.memory}
+    try:
+        paths = {v: job_config(home, v, broker.bootstrap, args.decode) for v in ("local", "cluster")}
+        t = time.time()
+        res["records_sent"] = produce(parse_config(tomllib.loads(paths["local"].read_text())), broker.bootstrap,
+                                      args.updates)
+        print(f"produced {res['records_sent']} records in {time.time() - t:.0f}s", flush=True)
+        for variant in ("local", "cluster"):
+            master = None
+            if variant == "cluster":
+                t = time.time()
+                cluster.start()
+                print(f"cluster of {args.workers} x {args.cores} core(s) x {args.memory} up in "
+                      f"{time.time() - t:.0f}s", flush=True)
+                master = cluster.url
+            r = run_variant(variant, paths[variant], master)
+            if variant == "cluster":
+                cluster.stop()
+            r.update(batches_figures(home / f"lake-{variant}", r["launched"]))
+            r["spark"] = event_log_figures(home / f"events-{variant}")
+            res[variant] = r
+            print(f"{variant}: {r['wall_s']:.0f}s wall, first batch done {r['first_batch_s']:.0f}s after launch, "
+                  f"{r['batches']} batches, {r['records']} records", flush=True)
+    finally:
+        cluster.stop()
+        broker.stop()
+    load["after"] = os.getloadavg()
+    res["load"] = load
+    res["ratio"] = res["cluster"]["wall_s"] / res["local"]["wall_s"]
+    report = render(res)
+    print(report)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "cluster.json").write_text(json.dumps(res, indent=1, default=str))
+    (OUT / "cluster.md").write_text(report)
+    return 0
+
+
+def render(res: dict) -> str:
+    lo, cl = res["local"], res["cluster"]
+    out = [f"# Demo workload: local vs standalone cluster {res['tag']}".rstrip(), "",
+           f"{res['records_sent']} records, decode = \"{res['decode']}\"; cluster: {res['workers']} workers x "
+           f"{res['cores']} core(s) x {res['memory']}; one run each on a shared 2-core machine, load "
+           f"{res['load']['before'][0]:.1f} before, {res['load']['after'][0]:.1f} after.", "",
+           "| | local | cluster |", "|---|---|---|",
+           f"| wall time, launch to exit (s) | {lo['wall_s']:.0f} | {cl['wall_s']:.0f} |",
+           f"| first batch done after launch (s) | {lo['first_batch_s']:.0f} | {cl['first_batch_s']:.0f} |",
+           f"| batches / records | {lo['batches']} / {lo['records']} | {cl['batches']} / {cl['records']} |",
+           f"| time inside batches (s) | {lo['batch_wall_s']:.0f} | {cl['batch_wall_s']:.0f} |",
+           f"| **cluster / local** | | **{res['ratio']:.2f}x** |", "",
+           "Where a batch's time goes (sum over batches of `batches.step_ms`, seconds; indented: each "
+           "maintainer's `operators.ms`):", "", "| step | local | cluster |", "|---|---|---|"]
+    for step in dict.fromkeys([*lo["steps_s"], *cl["steps_s"]]):
+        out.append(f"| {step} | {lo['steps_s'].get(step, 0):.1f} | {cl['steps_s'].get(step, 0):.1f} |")
+    out += ["", "Spark per step (event log): jobs, stages' wall time (s), executors' run time (s), tasks:", "",
+            "| step | local jobs | local stage s | local run s | cluster jobs | cluster stage s | cluster run s "
+            "| cluster tasks |", "|---|---|---|---|---|---|---|---|"]
+    for step in dict.fromkeys([*lo["spark"], *cl["spark"]]):
+        a, b = lo["spark"].get(step, {}), cl["spark"].get(step, {})
+        out.append(f"| {step} | {a.get('jobs', 0)} | {a.get('stage_wall_s', 0)} | {a.get('executor_run_s', 0)} | "
+                   f"{b.get('jobs', 0)} | {b.get('stage_wall_s', 0)} | {b.get('executor_run_s', 0)} | "
+                   f"{b.get('tasks', 0)} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""`ivmstream cluster` and `ivmstream submit` without a cluster (fast tier): bad flags and an
+unreachable or malformed master end in one line before anything starts, a pid file that names
+someone else's process is removed and that process left alone, and the --py-files zip holds
+the project's packages."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import pytest
+
+from streaming_app import cli
+from streaming_app.cluster import StandaloneCluster
+from streaming_app.submit import build_py_files, check_master
+
+
+def _error(capsys, argv: list[str]) -> str:
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("ivmstream: error: [IVM"), err
+    return err
+
+
+@pytest.mark.parametrize("flags, text", [
+    (["--memory", "1x"], "--memory: must be an amount such as 512m or 2g"),
+    (["--memory", "0g"], "--memory: must be an amount"),
+    (["--workers", "0"], "--workers: must be an integer in 1..64"),
+    (["--cores", "two"], "--cores: must be an integer"),
+    (["--port", "70000"], "--port: must be an integer in 1..65535"),
+    (["--ui-port", ""], "--ui-port: must be an integer"),
+])
+def test_cluster_flags_refused_in_one_line(capsys, tmp_path, flags, text):
+    assert text in _error(capsys, ["cluster", "start", "--dir", str(tmp_path), *flags])
+
+
+def test_cluster_env_variable_is_checked_like_its_flag(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("IVMSTREAM_CLUSTER_MEMORY", "lots")
+    assert "--memory: must be an amount" in _error(capsys, ["cluster", "status", "--dir", str(tmp_path)])
+
+
+def test_submit_refuses_bad_or_silent_master(capsys, tmp_path):
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('[job]\nname = "j"\n[[tables]]\nname = "t"\ntopic = "t"\nprimary_key = ["id"]\n'
+                   'columns = { id = "long" }\n')
+    from connectors.local_process import free_port
+
+    port = free_port()  # nothing listens there
+    err = _error(capsys, ["submit", "--config", str(cfg), "--master", f"spark://127.0.0.1:{port}"])
+    assert f"[IVM520] no Spark master answers at spark://127.0.0.1:{port}" in err and "ivmstream cluster start" in err
+    assert "spark://HOST:PORT" in _error(capsys, ["submit", "--config", str(cfg), "--master", "spark://nohost"])
+    assert "use spark://HOST:PORT, yarn" in _error(capsys, ["submit", "--config", str(cfg), "--master", "mesos://x:1"])
+    with pytest.raises(Exception, match="no Spark master answers"):
+        check_master(f"spark://127.0.0.1:{port},127.0.0.1:{port}")
+
+
+def test_stale_pid_files_are_removed_and_their_process_left_alone(capsys, tmp_path):
+    c = StandaloneCluster(tmp_path)
+    (tmp_path / "master.pid").write_text(str(os.getpid()))  # alive, but not a Spark master
+    (tmp_path / "worker-1.pid").write_text("999999999")      # not running
+    assert c.status()["running"] is False
+    assert c.stop() == []
+    assert not (tmp_path / "master.pid").exists() and not (tmp_path / "worker-1.pid").exists()
+    (tmp_path / "master.pid").write_text(str(os.getpid()))
+    assert cli.main(["cluster", "stop", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "which is not this cluster's master; left it alone: removed the stale pid file" in out
+    assert out.endswith("no cluster was running\n")
+
+
+def test_py_files_zip_holds_the_packages_and_is_rebuilt_only_when_stale(tmp_path):
+    out = tmp_path / "ivmstream.zip"
+    assert build_py_files(out) is True
+    names = zipfile.ZipFile(out).namelist()
+    for must in ("streaming_app/cli.py", "streaming_app/log4j2-quiet.properties", "connectors/debezium.py",
+                 "operators/errors.py", "state/protocol.py"):
+        assert must in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert build_py_files(out) is False  # newer than every source
+    os.utime(out, (1, 1))
+    assert build_py_files(out) is True
