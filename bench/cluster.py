@@ -28,6 +28,7 @@ import collections
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -119,19 +120,25 @@ def batches_figures(lake: Path, launched: float) -> dict:
 
 def event_log_figures(events: Path) -> dict:
     """Spark jobs, stage wall time and executor run time per step, from the event log."""
-    logs = sorted(p for p in events.iterdir() if p.is_file())
+    logs = sorted(p for p in events.rglob("events_*") if p.is_file())  # eventlog_v2_<app>/events_<n>_<app>[.zstd]
     jobs_of: dict[str, int] = collections.Counter()
     stage_step: dict[int, str] = {}
     wall: dict[str, float] = collections.defaultdict(float)
     run: dict[str, float] = collections.defaultdict(float)
     tasks: dict[str, int] = collections.Counter()
     for log in logs:
-        for line in log.read_text().splitlines():
+        if log.suffix == ".zstd":
+            import pyarrow as pa
+
+            with pa.CompressedInputStream(str(log), "zstd") as f:
+                text = f.read().decode()
+        else:
+            text = log.read_text()
+        for line in text.splitlines():
             ev = json.loads(line)
             kind = ev.get("Event")
             if kind == "SparkListenerJobStart":
-                desc = (ev.get("Properties") or {}).get("spark.job.description") or "(no description)"
-                step = desc.split(": ", 1)[1] if desc.startswith("ivmstream batch") else "(other)"
+                step = _step((ev.get("Properties") or {}).get("spark.job.description"))
                 jobs_of[step] += 1
                 for sid in ev.get("Stage IDs", []):
                     stage_step[sid] = step
@@ -147,6 +154,19 @@ def event_log_figures(events: Path) -> dict:
     return {step: {"jobs": jobs_of[step], "stage_wall_s": round(wall[step], 1),
                    "executor_run_s": round(run[step], 1), "tasks": tasks[step]}
             for step in sorted(jobs_of, key=lambda s: -wall[s])}
+
+
+def _step(desc: str | None) -> str:
+    """A Spark job's step from its description: ``ivmstream batch 3: view.reach - MERGE operation
+    - ...`` -> ``view.reach [MERGE]``; Delta prefixes the jobs it starts itself (``Delta: ivmstream
+    batch 3: view.reach: Compute snapshot for version: 7`` -> ``view.reach [Delta log/snapshot]``).
+    Jobs outside a batch step (the query's start, offsets) fall under ``(outside batch steps)``."""
+    desc = desc or ""
+    kind = next((k for key, k in (("Compute snapshot", "Delta log/snapshot"), ("Filtering files", "Delta log/snapshot"),
+                                  ("MERGE", "MERGE"), ("UPDATE", "UPDATE")) if key in desc), "")
+    m = re.search(r"ivmstream batch \d+: ([\w. ]+?)(?::| - |$)", desc, re.M)
+    step = m.group(1) if m else "(outside batch steps)"
+    return f"{step} [{kind}]" if kind else step
 
 
 def main() -> int:

@@ -87,7 +87,7 @@ def _config(tmp_path, bootstrap: str, name: str, master: str) -> tuple[dict, obj
     return data, parse_config(data)
 
 
-def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 420) -> tuple[int, str]:
+def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 900) -> tuple[int, str]:
     """(exit code, output) of `ivmstream submit --available-now` to ``master``; with ``kill_at``
     the driver's Python process SIGKILLs itself there, and the whole driver (spark-submit's JVM
     included) is SIGKILLed right after, as a lost driver host would be."""
@@ -110,7 +110,7 @@ def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 
     return proc.returncode, out
 
 
-def _readme_submit(cfg_file, master: str, timeout: float = 420) -> tuple[int, str]:
+def _readme_submit(cfg_file, master: str, timeout: float = 900) -> tuple[int, str]:
     """The README's plain spark-submit block (Running on a cluster), run as written with this
     test's master and config."""
     text = (REPO_ROOT / "README.md").read_text()
