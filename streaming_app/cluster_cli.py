@@ -61,7 +61,8 @@ def cmd_cluster(args) -> int:
 def cmd_submit(args) -> int:
     from streaming_app import submit
 
-    cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers)
+    cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers, lake_root=args.lake_root,
+                                                  checkpoint_root=args.checkpoint_root, ui_port=args.ui_port)
     master = args.master or cfg.spark.master
     submit.check_master(master)
     run_args = []
@@ -73,8 +74,10 @@ def cmd_submit(args) -> int:
         run_args.append("--no-ui")
     if args.verbose:
         run_args.append("--verbose")
-    if args.bootstrap_servers:
-        run_args += ["--bootstrap-servers", args.bootstrap_servers]
+    for flag, value in (("--bootstrap-servers", args.bootstrap_servers), ("--lake-root", args.lake_root),
+                        ("--checkpoint-root", args.checkpoint_root), ("--ui-port", args.ui_port)):
+        if value is not None:  # the submitted `run` applies them as the local one would
+            run_args += [flag, str(value)]
     argv, extra_env = submit.submit_command(cfg, args.config, master, run_args)
     if submit.build_py_files():
         print(f"built {submit.PY_FILES} (the project's packages for the executors)", flush=True)
