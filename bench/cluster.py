@@ -219,7 +219,31 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "cluster.json").write_text(json.dumps(res, indent=1, default=str))
     (OUT / "cluster.md").write_text(report)
+    plot(res, OUT / "cluster.png")
     return 0
+
+
+def plot(res: dict, path: Path) -> None:
+    """Per-step seconds (summed over batches) and wall time, local beside cluster."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [s for s in dict.fromkeys([*res["local"]["steps_s"], *res["cluster"]["steps_s"]]) if not s.startswith(" ")]
+    labels = ["wall", "first batch", *steps]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for i, variant in enumerate(("local", "cluster")):
+        r = res[variant]
+        vals = [r["wall_s"], r["first_batch_s"], *(r["steps_s"].get(s, 0) for s in steps)]
+        ax.bar([x + 0.4 * i for x in range(len(labels))], vals, width=0.4, label=variant)
+    ax.set_xticks([x + 0.2 for x in range(len(labels))], labels, rotation=20)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"demo workload, {res['records_sent']} records: cluster / local = {res['ratio']:.2f}x "
+                 f"(load {res['load']['before'][0]:.0f}-{res['load']['after'][0]:.0f})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def render(res: dict) -> str:
