@@ -425,8 +425,9 @@ def _read_changes_rs(path: str, after_version: int, to_version: int, columns: li
 
     dt_ = deltalake.DeltaTable(path)
     cols = list(columns or [f.name for f in dt_.schema().fields])
+    # with a condition every column is read: it may test columns the caller does not keep
     reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                          columns=cols + ["_change_type"])
+                          columns=None if where else cols + ["_change_type"])
     t = pa.RecordBatchReader.from_stream(reader).read_all()
     if where:
         import duckdb
