@@ -36,7 +36,9 @@ from streaming_app.decode_stage import offset_ranges
 from streaming_app.job import BatchContext, IngestJob, _fault, _ms
 from streaming_app.statestore import processors as P
 
-STATE_OPERATORS = ("cdc.last_image", "imp.group", "mu.fragment")  # stateOperators[i] of the query, in order
+# stateOperators[i] of the query's progress: Spark lists them from the sink back (measured: the
+# first has the fragment counters, the last the MapState of last images)
+STATE_OPERATORS = ("mu.fragment", "imp.group", "cdc.last_image")
 
 
 def _decoder(cfg, buckets: int):
