@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done jvm/s3proxy/libs/.done
+jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done jvm/s3proxy/libs/.done jvm/s3a/jars/.done
 jvm/spark/jars/.done: jvm/spark/pom.xml jvm/settings.xml
 	rm -rf jvm/spark/jars
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
@@ -34,6 +34,10 @@ jvm/connect/libs/.done: jvm/connect/pom.xml jvm/settings.xml
 jvm/s3proxy/libs/.done: jvm/s3proxy/pom.xml jvm/settings.xml
 	rm -rf jvm/s3proxy/libs
 	$(MVN) -f jvm/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+	touch $@
+jvm/s3a/jars/.done: jvm/s3a/pom.xml jvm/settings.xml
+	rm -rf jvm/s3a/jars
+	$(MVN) -f jvm/s3a/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
 	touch $@
 
 # Class-data-sharing archive of the driver JVM (streaming_app/jvm_archive.py): a local job's

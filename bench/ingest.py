@@ -18,9 +18,15 @@ batch excluded) and the mean time between commits (batch latency) per batch size
 topic while the variant runs; a record's freshness is the commit time of the batch holding it
 minus its send time.
 
+``--lake s3`` puts both variants' tables on a real S3-API server (S3Proxy, `ivmstream s3`'s code,
+started on a free port for the run): ours writes through delta-rs with the same storage options
+the job uses, canonical through Spark's S3A; the checkpoints stay on local disk. With
+``--with-local`` the same records are also drained with a local lake in the same run, for the
+object-store / local figures side by side. No trickle runs on s3.
+
 Usage: python bench/ingest.py [--records 100000] [--batches 1000,5000,20000] [--pairs 2]
-       [--trickle-rate 1000 --trickle-s 20] [--quick]
-Writes bench/results/ingest.md, ingest.json and ingest.png.
+       [--trickle-rate 1000 --trickle-s 20] [--quick] [--lake local|s3 [--with-local]]
+Writes bench/results/ingest.md, ingest.json and ingest.png (``--lake s3``: ingest_s3.*).
 """
 
 from __future__ import annotations
@@ -69,7 +75,10 @@ def run_canonical(cfg, available_now: bool) -> None:
     from connectors import delta_sink as sink
     from streaming_app.spark_session import SessionOptions, build_session
 
-    spark = build_session(cfg.spark, SessionOptions(app_name="canonical", ui=False))
+    from connectors import object_store
+
+    object_store.use(cfg.s3)
+    spark = build_session(cfg.spark, SessionOptions(app_name="canonical", ui=False, s3=object_store.lake_s3(cfg)))
     table = cfg.tables[0]
     path = sink.Lake(cfg.lake_root).mirror(table.name)
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({sink.table_ddl(table)}) USING DELTA")
@@ -131,8 +140,9 @@ def commits(checkpoint: Path) -> list[tuple[int, float, int]]:
     return out
 
 
-def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str) -> Path:
-    data = {"job": {"name": f"bench_{variant}", "lake_root": str(work / "lake"),
+def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str, s3=None) -> Path:
+    lake = str(work / "lake") if s3 is None else s3.lake(f"{work.name}/lake")
+    data = {"job": {"name": f"bench_{variant}", "lake_root": lake,
                     "checkpoint_root": str(work / "checkpoints"), "trigger_interval_s": 0,
                     "decode": "executors" if variant == "ours_executors" else "driver"},
             "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": batch},
@@ -141,6 +151,8 @@ def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str)
             "spark": {"master": "local[2]", "ui": False,
                       "conf": {"spark.sql.streaming.minBatchesToRetain": "1000000"}},
             "tables": [{**TABLE, "topic": topic}]}
+    if s3 is not None:
+        data["s3"] = s3.s3_section()
     parse_config(data)
     f = work / "job.toml"
     f.write_text(dump_toml(data))
@@ -154,9 +166,9 @@ def launch(variant: str, cfg_file: Path, available_now: bool) -> subprocess.Pope
     return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def backlog_run(root: Path, variant: str, bootstrap: str, topic: str, batch: int, records: int) -> dict:
+def backlog_run(root: Path, variant: str, bootstrap: str, topic: str, batch: int, records: int, s3=None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=root))
-    cfg_file = job_config(work, variant, bootstrap, batch, topic)
+    cfg_file = job_config(work, variant, bootstrap, batch, topic, s3)
     t0 = time.time()
     proc = launch(variant, cfg_file, available_now=True)
     out, _ = proc.communicate()
@@ -167,22 +179,22 @@ def backlog_run(root: Path, variant: str, bootstrap: str, topic: str, batch: int
     assert sum(c[2] for c in cs) == records, f"{variant}: {sum(c[2] for c in cs)} of {records} records"
     steady = cs[1:]
     span = cs[-1][1] - cs[0][1]
-    res = {"variant": variant, "batch": batch, "batches": len(cs), "first_batch_s": round(cs[0][1] - t0, 2),
+    res = {"variant": variant, "lake": "local" if s3 is None else "s3", "batch": batch, "batches": len(cs), "first_batch_s": round(cs[0][1] - t0, 2),
            "rec_s": round(sum(c[2] for c in steady) / span, 1) if span > 0 else None,
            "batch_s": round(statistics.mean(b[1] - a[1] for a, b in zip(cs, cs[1:])), 3) if len(cs) > 1 else None,
            "console_lines": len(out.splitlines())}
     if variant.startswith("ours"):
-        res["steps_ms"] = step_medians(work / "lake")
+        res["steps_ms"] = step_medians(work / "lake" if s3 is None else s3.lake(f"{work.name}/lake"))
     shutil.rmtree(work, ignore_errors=True)
     return res
 
 
-def step_medians(lake: Path) -> dict:
+def step_medians(lake) -> dict:
     """Median milliseconds of each step of our batches after the first (the job's own
     ``batches`` table), to say what dominates a batch."""
-    from deltalake import DeltaTable
+    from connectors import object_store
 
-    rows = DeltaTable(str(lake / "batches"))
+    rows = object_store.rs_table(object_store.join(lake, "batches"))
     steps = [dict(s) for s in rows.to_pyarrow_table(columns=["batch_id", "step_ms"]).sort_by("batch_id")
              .column("step_ms").to_pylist()[1:]]
     keys = sorted({k for s in steps for k in s})
@@ -269,6 +281,10 @@ def main() -> int:
     ap.add_argument("--trickle-s", type=float, default=20.0)
     ap.add_argument("--quick", action="store_true", help="20k records, batches 1000,5000, one pair")
     ap.add_argument("--rewrite", action="store_true", help="rewrite ingest.md/png from ingest.json")
+    ap.add_argument("--lake", choices=["local", "s3"], default="local",
+                    help="where both variants' tables live: a local folder or a real S3-API server (S3Proxy)")
+    ap.add_argument("--with-local", action="store_true",
+                    help="with --lake s3: also drain the records with a local lake in the same run")
     args = ap.parse_args()
     if args.variant:
         return child(args)
@@ -289,7 +305,21 @@ def main() -> int:
     broker = EmbeddedBroker(root / "kafka", port=free_port())
     print(f"starting Kafka broker on {broker.bootstrap}", flush=True)
     broker.start()
+    s3 = None
+    if args.lake == "s3":
+        import secrets
+
+        from connectors import object_store
+        from connectors.s3_server import S3Server
+        from streaming_app.config import S3Config
+
+        s3 = S3Server(root / "s3", port=free_port(), access_key="bench", secret_key=secrets.token_hex(16))
+        print(f"starting the S3 server (S3Proxy) on {s3.endpoint}", flush=True)
+        s3.start()
+        object_store.use(S3Config(**s3.s3_section()))
+    lakes = [s3] + ([None] if s3 is not None and args.with_local else [])
     runs, trickles = [], []
+    load = [os.getloadavg()[0]]
     try:
         topic = TABLE["topic"]
         create_topics(broker.bootstrap, [topic], partitions=2)
@@ -304,20 +334,98 @@ def main() -> int:
         for batch in sizes:
             for pair in range(args.pairs):
                 order = VARIANTS if pair % 2 == 0 else VARIANTS[::-1]
-                for variant in order + (EXTRA_VARIANTS if args.with_executor_decode else ()):
-                    r = backlog_run(root, variant, broker.bootstrap, topic, batch, args.records)
-                    print(json.dumps(r), flush=True)
-                    runs.append(r)
-        for pair in range(args.pairs):
+                for lake in lakes:
+                    for variant in order + (EXTRA_VARIANTS if args.with_executor_decode else ()):
+                        r = backlog_run(root, variant, broker.bootstrap, topic, batch, args.records, lake)
+                        r["load_1min"] = round(os.getloadavg()[0], 1)
+                        load.append(r["load_1min"])
+                        print(json.dumps(r), flush=True)
+                        runs.append(r)
+        for pair in range(args.pairs if s3 is None else 0):
             for variant in (VARIANTS if pair % 2 == 0 else VARIANTS[::-1]):
                 r = trickle_run(root, variant, broker.bootstrap, args.trickle_rate, args.trickle_s)
                 print(json.dumps(r), flush=True)
                 trickles.append(r)
     finally:
         broker.stop()
+        if s3 is not None:
+            s3.stop()
         shutil.rmtree(root, ignore_errors=True)
-    _write(args, sizes, runs, trickles)
+    if s3 is not None:
+        _write_s3(args, sizes, runs, load)
+    else:
+        _write(args, sizes, runs, trickles)
     return 0
+
+
+def _write_s3(args, sizes, runs, load) -> None:
+    """ingest_s3.md/json/png: ours against canonical with the lake on the S3 server (and on a
+    local folder, in the same run, with --with-local)."""
+    import platform
+
+    out = REPO / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ingest_s3.json").write_text(json.dumps({"records": args.records, "pairs": args.pairs, "sizes": sizes,
+                                                    "load_1min": load, "runs": runs}, indent=1))
+    lakes = [x for x in ("s3", "local") if any(r["lake"] == x for r in runs)]
+    lines = [
+        "# Plain ingest on an object store: ours against the canonical Spark upsert (bench/ingest.py --lake s3)",
+        "",
+        f"{args.records} Debezium records (50% inserts, 30% updates, 20% deletes; one table, one topic of 2 "
+        f"partitions), drained with `--available-now` by each variant in turn ({args.pairs} pair(s) per batch "
+        "size), Spark local[2]. Lake `s3`: every Delta table on S3Proxy 2.7.0 (filesystem backend, loopback) "
+        "started by the run; ours writes through delta-rs, canonical through Spark's S3A. Checkpoints on local "
+        f"disk. Machine: {os.cpu_count()} cores, shared with other sessions: 1-minute load "
+        f"{min(load):.1f}-{max(load):.1f} during the run ({platform.node()}). One run; medians over the pairs.",
+        "",
+        "| lake | batch | ours records/s | canonical records/s | ours / canonical | ours s/batch | "
+        "canonical s/batch | ours first batch s | canonical first batch s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for lake in lakes:
+        for b in sizes:
+            o = [r for r in runs if r["lake"] == lake and r["batch"] == b and r["variant"] == "ours"]
+            c = [r for r in runs if r["lake"] == lake and r["batch"] == b and r["variant"] == "canonical"]
+            ro, rc = _med([r["rec_s"] for r in o]), _med([r["rec_s"] for r in c])
+            cells = [lake, b, ro, rc, f"{ro / rc:.2f}x" if ro and rc else None, _med([r["batch_s"] for r in o]),
+                     _med([r["batch_s"] for r in c]), _med([r["first_batch_s"] for r in o]),
+                     _med([r["first_batch_s"] for r in c])]
+            lines.append("| " + " | ".join("—" if x is None else str(x) for x in cells) + " |")
+    lines += ["", "Our batches' steps (median ms per batch after the first, from the job's `batches` table):", "",
+              "| lake | batch | " + " | ".join(STEP_COLUMNS) + " |", "|---|---|" + "---|" * len(STEP_COLUMNS)]
+    for lake in lakes:
+        for b in sizes:
+            meds = [r.get("steps_ms", {}) for r in runs if r["lake"] == lake and r["batch"] == b
+                    and r["variant"] == "ours"]
+            if meds:
+                lines.append(f"| {lake} | {b} | " + " | ".join(str(_med([m.get(k) for m in meds]) or "—")
+                                                             for k in STEP_COLUMNS) + " |")
+    lines += ["", "Every run: " + "; ".join(f"{r['lake']} {r['variant']} b={r['batch']} {r['rec_s']} rec/s, "
+                                           f"{r['batch_s']} s/batch, first {r['first_batch_s']} s, load "
+                                           f"{r['load_1min']}" for r in runs), ""]
+    (out / "ingest_s3.md").write_text("\n".join(lines))
+    print("\n".join(lines[6:6 + 2 + len(lakes) * len(sizes)]))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for lake in lakes:
+            for v, style in (("ours", "o-"), ("canonical", "s--")):
+                ax.plot(sizes, [_med([r["rec_s"] for r in runs if r["lake"] == lake and r["batch"] == b
+                                      and r["variant"] == v]) for b in sizes], style, label=f"{v}, {lake} lake")
+        ax.set_xscale("log")
+        ax.set_xlabel("records per batch (maxOffsetsPerTrigger)")
+        ax.set_ylabel("records/s")
+        ax.legend()
+        ax.grid(True, alpha=0.3)
+        ax.set_title("CDC -> Delta mirror on S3 (S3Proxy) and local, local[2]")
+        fig.tight_layout()
+        fig.savefig(out / "ingest_s3.png", dpi=110)
+    except ImportError:
+        pass
 
 
 STEP_COLUMNS = ("read_decode", "collect", "decode", "mirror", "quarantine", "batch_record")

@@ -21,6 +21,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from connectors import object_store as store
 from streaming_app.config import TableConfig
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
@@ -56,23 +57,21 @@ def table_ddl(table: TableConfig) -> str:
 
 
 class Lake:
-    """Paths of the lake's tables under one root."""
+    """Paths of the lake's tables under one root: a folder, or an ``s3a://bucket/path`` URI."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        self.root = str(root) if "://" in str(root) else Path(root)
 
     def mirror(self, table: str) -> str:
-        return str(self.root / "mirrors" / table)
+        return store.join(self.root, "mirrors", table)
 
     def output(self, name: str) -> str:
-        return str(self.root / name)
+        return store.join(self.root, name)
 
 
 def exists(spark, path: str) -> bool:
-    if _local(path):  # the log on disk answers; no Spark job
-        import deltalake
-
-        return deltalake.DeltaTable.is_deltatable(str(path))
+    if _rs(path):  # the log answers through delta-rs; no Spark job
+        return store.rs_is_table(path)
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, path)
@@ -82,13 +81,13 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
                  partition_by: Iterable[str] = (), properties: dict[str, str] | None = None) -> None:
     """Create the Delta table at ``path`` with the DDL column list unless it exists.
 
-    On a local lake delta-rs writes the first commit (milliseconds; Spark's CREATE TABLE took
-    0.7-1 s a table and 5.7 s for the first, the larger part of a fresh job's start-up). The
-    table is the same to Spark: same schema, nullable columns, the same property."""
+    On a local or s3 lake delta-rs writes the first commit (milliseconds; Spark's CREATE TABLE
+    took 0.7-1 s a table and 5.7 s for the first, the larger part of a fresh job's start-up).
+    The table is the same to Spark: same schema, nullable columns, the same property."""
     if exists(spark, path):
         return
     parts = list(partition_by)
-    if _local(path):
+    if _rs(path):
         try:
             from connectors.ddl import ddl_schema
 
@@ -96,11 +95,9 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
         except ValueError:
             schema = None  # a type the small parser does not know: Spark creates it below
         if schema is not None:
-            import deltalake
-
-            deltalake.DeltaTable.create(str(path), schema, mode="ignore", partition_by=parts or None,
-                                        configuration={"delta.enableChangeDataFeed": "true" if cdf else "false",
-                                                       **(properties or {})})
+            store.rs_create(path, schema, mode="ignore", partition_by=parts or None,
+                            configuration={"delta.enableChangeDataFeed": "true" if cdf else "false",
+                                           **(properties or {})})
             return
     props = ", ".join(f"'{k}' = '{v}'" for k, v in
                       {"delta.enableChangeDataFeed": "true" if cdf else "false", **(properties or {})}.items())
@@ -112,10 +109,8 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
 def ensure_columns(spark, path: str, columns: dict[str, str]) -> list[str]:
     """Add to an existing table the columns (name -> SQL type) that a newer release writes,
     so a lake made by an older release keeps working. Returns the names added."""
-    if _local(path):
-        import deltalake
-
-        have = {f.name for f in deltalake.DeltaTable(str(path)).schema().fields}
+    if _rs(path):
+        have = {f.name for f in store.rs_table(path).schema().fields}
     else:
         have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
     missing = [c for c in columns if c not in have]
@@ -139,10 +134,8 @@ KEY_LIST_MAX = 1000
 def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
     path = lake.mirror(table.name)
     ensure_table(spark, path, table_ddl(table), cdf=True, properties={"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
-    if _local(path):
-        import deltalake
-
-        dt_ = deltalake.DeltaTable(path)
+    if _rs(path):
+        dt_ = store.rs_table(path)
         if "delta.targetFileSize" not in dt_.metadata().configuration:  # also a mirror made before it was set
             dt_.alter.set_table_properties({"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
     return path
@@ -162,11 +155,9 @@ def txn(spark, app_id: str, batch_id: int):
 
 def latest_version(spark, path: str) -> int:
     """The table's newest version. delta-rs reads it from the log in milliseconds; a URI that
-    delta-rs cannot open (e.g. an s3a:// path of a Hadoop-only setup) falls back to Spark."""
+    delta-rs cannot open (abfss://, gs://) falls back to Spark."""
     try:
-        import deltalake
-
-        return int(deltalake.DeltaTable(path).version())
+        return int(store.rs_table(path).version())
     except Exception:  # noqa: BLE001 - any delta-rs failure: ask Spark instead
         from delta.tables import DeltaTable
 
@@ -199,13 +190,13 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
 
     ``truncate``: the batch truncated the table before these images, so every row the
     batch does not write is deleted in the same commit (the change feed shows each one).
-    On a local lake the MERGE runs in delta-rs (no Spark job: tens of milliseconds where
+    On a local or s3 lake the MERGE runs in delta-rs (no Spark job: tens of milliseconds where
     Spark's MERGE took seconds); its commit carries the same txn action and its change-data
     files read back through Spark's ``readChangeFeed`` row for row as Spark's own. Elsewhere
-    (s3a://, abfss://... through Hadoop) Spark's MERGE."""
+    (abfss://, gs://... through Hadoop) Spark's MERGE."""
     if changes.num_rows == 0 and not truncate:
         return
-    if _local(path):
+    if _rs(path):
         return _merge_mirror_rs(path, table, changes, app_id, batch_id, truncate)
     from delta.tables import DeltaTable
 
@@ -226,10 +217,9 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
 
 def _merge_mirror_rs(path: str, table: TableConfig, changes: pa.Table, app_id: str, batch_id: int,
                      truncate: bool) -> None:
-    import deltalake
     from deltalake import CommitProperties, Transaction
 
-    dt_ = deltalake.DeltaTable(path)
+    dt_ = store.rs_table(path)
     done = dt_.transaction_version(app_id)
     if done is not None and done >= batch_id:
         return  # a replayed batch whose MERGE committed before the crash
@@ -311,48 +301,43 @@ def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id
      .save(path))
 
 
-def _local(path: str) -> bool:
-    p = str(path)
-    return "://" not in p or p.startswith("file:")
+def _rs(path: str) -> bool:
+    """delta-rs writes this table (a local or s3 lake); Spark elsewhere."""
+    return store.rs_reaches(path)
 
 
 def _done_before(path: str, app_id: str, batch_id: int) -> bool:
-    import deltalake
-
-    v = deltalake.DeltaTable(path).transaction_version(app_id)
+    v = store.rs_table(path).transaction_version(app_id)
     return v is not None and v >= batch_id
 
 
 def maybe_written_by(path: str, app_id: str) -> bool:
-    """False when the table's log surely holds no txn action of ``app_id`` (a local table,
+    """False when the table's log surely holds no txn action of ``app_id`` (a local or s3 table,
     read by delta-rs without a Spark job); True when it does or when only Spark could tell."""
-    if not _local(path):
+    if not _rs(path):
         return True
-    import deltalake
-
-    return deltalake.DeltaTable(path).transaction_version(app_id) is not None
+    return store.rs_table(path).transaction_version(app_id) is not None
 
 
 def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -> None:
-    """``append`` for a few rows: on a local lake through delta-rs (one commit, no Spark job,
-    tens of milliseconds instead of seconds), with the same txn action Spark writes, so
+    """``append`` for a few rows: on a local or s3 lake through delta-rs (one commit, no Spark
+    job, tens of milliseconds instead of seconds), with the same txn action Spark writes, so
     either writer skips a batch the other committed."""
-    if not _local(path):
+    if not _rs(path):
         return append(spark, path, data, app_id, batch_id)
-    import deltalake
     from deltalake import CommitProperties, Transaction
 
     if _done_before(path, app_id, batch_id):
         return
-    deltalake.write_deltalake(path, data, mode="append", commit_properties=CommitProperties(
+    store.rs_write(path, data, mode="append", commit_properties=CommitProperties(
         app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
 
 
 def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str | None = None,
                 batch_id: int | None = None) -> None:
     """Upsert a few rows on ``keys``; with ``app_id`` idempotent on (app_id, batch_id).
-    delta-rs on a local lake (no Spark job), Spark MERGE otherwise."""
-    if not _local(path):
+    delta-rs on a local or s3 lake (no Spark job), Spark MERGE otherwise."""
+    if not _rs(path):
         from contextlib import nullcontext
 
         from delta.tables import DeltaTable
@@ -363,7 +348,6 @@ def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str |
             (DeltaTable.forPath(spark, path).alias("t").merge(spark.createDataFrame(data).alias("s"), cond)
              .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
         return
-    import deltalake
     from deltalake import CommitProperties, Transaction
 
     props = None
@@ -372,7 +356,7 @@ def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str |
             return
         props = CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
     cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    (deltalake.DeltaTable(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=props)
+    (store.rs_table(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=props)
      .when_matched_update_all().when_not_matched_insert_all().execute())
 
 

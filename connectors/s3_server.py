@@ -125,7 +125,7 @@ class S3Server:
             "s3proxy.authorization": "aws-v2-or-v4",
             "s3proxy.identity": self.access_key,
             "s3proxy.credential": self.secret_key,
-            "jclouds.provider": "filesystem-nio2",
+            "jclouds.provider": "filesystem",
             "jclouds.filesystem.basedir": str(self.data_dir.resolve()),
             "jclouds.identity": self.access_key,
             "jclouds.credential": self.secret_key,

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors import delta_sink as sink
+from connectors import object_store as store
 from operators.errors import StateError
 from state.protocol import VERSION, WEIGHT
 from state.snapshot_store import SnapshotStore
@@ -34,16 +35,15 @@ _SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1
 
 
 def _local(path: str) -> bool:
-    return "://" not in str(path) or str(path).startswith("file:")
+    """delta-rs reads this table (a local or s3 lake)."""
+    return store.rs_reaches(path)
 
 
 def read_table(spark, path: str, version: int, columns: list[str]) -> pa.Table:
     """The whole mirror as of ``version`` (time travel)."""
     if _local(path):
         try:
-            import deltalake
-
-            return deltalake.DeltaTable(path, version=version).to_pyarrow_table(columns=columns)
+            return store.rs_table(path, version=version).to_pyarrow_table(columns=columns)
         except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
             if spark is None:
                 raise
@@ -57,10 +57,8 @@ def read_feed(spark, path: str, after: int, to: int, columns: list[str]) -> pa.T
         return None
     if _local(path):
         try:
-            import deltalake
-
-            reader = deltalake.DeltaTable(path).load_cdf(starting_version=after + 1, ending_version=to,
-                                                        columns=list(columns) + ["_change_type", "_commit_version"])
+            reader = store.rs_table(path).load_cdf(starting_version=after + 1, ending_version=to,
+                                                   columns=list(columns) + ["_change_type", "_commit_version"])
             t = pa.RecordBatchReader.from_stream(reader).read_all()
         except Exception:  # noqa: BLE001 - let Spark try (it raises too when the feed is gone)
             if spark is None:

@@ -17,8 +17,8 @@ mirrors (a mirror rolled back) is skipped, which is why ``keep`` (default 2) sna
 maintainer stay: ``write`` deletes older ones at a writer's first write and every ``keep``
 writes after, and removes their files (at most ``keep`` + 1 remain between two prunes).
 
-On a local lake every read and write goes through delta-rs (no Spark job: a 50 MB snapshot
-is read back in tens of milliseconds); a remote lake (s3a://, abfss://) uses Spark.
+On a local or s3 lake every read and write goes through delta-rs (no Spark job: a 50 MB
+snapshot is read back in tens of milliseconds); another remote lake (abfss://, gs://) uses Spark.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import object_store as store
 
 TABLE = "state_snapshots"
 DDL = ("maintainer STRING, batch_id BIGINT, versions MAP<STRING, BIGINT>, encoding STRING, state BINARY, "
@@ -73,23 +74,22 @@ class SnapshotStore:
         self.spark = spark
         self.keep = max(1, int(keep))
         self._writes: dict[str, int] = {}
-        self._local = "://" not in self.path or self.path.startswith("file:")
+        self._local = store.rs_reaches(self.path)  # delta-rs reads and writes it (a local or s3 lake)
 
     # -- the table -------------------------------------------------------------------------
     def ensure(self) -> None:
         if not self._local:
             sink.ensure_table(self.spark, self.path, DDL)
             return
-        import deltalake
-
         try:
-            deltalake.DeltaTable(self.path)
+            store.rs_table(self.path)
         except Exception:  # noqa: BLE001 - absent: create it (a lost race is a harmless error)
-            Path(self.path).mkdir(parents=True, exist_ok=True)
+            if store.is_local(self.path):
+                Path(self.path).mkdir(parents=True, exist_ok=True)
             try:
-                deltalake.DeltaTable.create(self.path, schema=SCHEMA, mode="ignore")
+                store.rs_create(self.path, SCHEMA, mode="ignore")
             except Exception:  # noqa: BLE001 - created meanwhile by another writer
-                deltalake.DeltaTable(self.path)
+                store.rs_table(self.path)
 
     # -- write -------------------------------------------------------------------------------
     def write(self, maintainer: str, app_id: str | None, batch_id: int, versions: dict, encoding: str,
@@ -133,10 +133,9 @@ class SnapshotStore:
     # -- read --------------------------------------------------------------------------------
     def _meta(self, maintainer: str) -> list[dict]:
         if self._local:
-            import deltalake
-
-            ds = deltalake.DeltaTable(self.path).to_pyarrow_dataset()
             import pyarrow.dataset as pds
+
+            ds = store.rs_table(self.path).to_pyarrow_dataset()
 
             rows = ds.to_table(columns=_META, filter=pds.field("maintainer") == maintainer).to_pylist()
         else:
@@ -150,10 +149,9 @@ class SnapshotStore:
 
     def _state(self, snapshot_id: str) -> bytes:
         if self._local:
-            import deltalake
             import pyarrow.dataset as pds
 
-            ds = deltalake.DeltaTable(self.path).to_pyarrow_dataset()
+            ds = store.rs_table(self.path).to_pyarrow_dataset()
             col = ds.to_table(columns=["state"], filter=pds.field("snapshot_id") == snapshot_id).column("state")
             if col.num_chunks != 1 or len(col) != 1:
                 col = col.combine_chunks()
@@ -183,24 +181,21 @@ class SnapshotStore:
         return self.prune(maintainer, keep=0)
 
     def prune(self, maintainer: str, keep: int | None = None) -> int:
-        """Delete all but the newest ``keep`` snapshots of ``maintainer`` (and, on a local lake,
-        remove their files: this table is never read at an older version). Returns rows deleted."""
+        """Delete all but the newest ``keep`` snapshots of ``maintainer`` (and, on a local or s3
+        lake, remove their files: this table is never read at an older version). Returns rows deleted."""
         keep = self.keep if keep is None else keep
         old = [r["snapshot_id"] for r in self._meta(maintainer)[keep:]]
         if not old:
             return 0
         ids = ", ".join(f"'{i}'" for i in old)
         if self._local:
-            import deltalake
-
-            dt_ = deltalake.DeltaTable(self.path)
+            dt_ = store.rs_table(self.path)
             before = set(dt_.file_uris())
             dt_.delete(f"snapshot_id IN ({ids})")
             # remove only the files this delete unreferenced, not a vacuum: the job and
             # `sketch register` write here from different processes, and a vacuum would also
             # take a concurrent writer's file that is written but not yet committed
-            for uri in before - set(dt_.file_uris()):
-                Path(uri.removeprefix("file://")).unlink(missing_ok=True)
+            store.remove_files(sorted(before - set(dt_.file_uris())))
         else:
             self.spark.sql(f"DELETE FROM delta.`{self.path}` WHERE snapshot_id IN ({ids})")
         return len(old)
@@ -210,15 +205,14 @@ def _append_rs(path: str, row: pa.Table, txn_app: str | None, batch_id: int) -> 
     """``delta_sink.append_small``'s delta-rs write (same txn action), with the state column
     zstd-compressed and without a dictionary: a 48 MB triangle state is 7 MB on disk and
     reads back in about 0.1 s instead of 0.25 s with the default snappy + dictionary."""
-    import deltalake
     from deltalake import ColumnProperties, CommitProperties, Transaction, WriterProperties
 
     props = WriterProperties(compression="ZSTD", compression_level=1,
                              column_properties={"state": ColumnProperties(dictionary_enabled=False,
                                                                           statistics_enabled="NONE")})
     txns = [] if txn_app is None else [Transaction(app_id=txn_app, version=batch_id)]
-    deltalake.write_deltalake(path, row, mode="append", writer_properties=props,
-                              commit_properties=CommitProperties(app_transactions=txns))
+    store.rs_write(path, row, mode="append", writer_properties=props,
+                   commit_properties=CommitProperties(app_transactions=txns))
 
 
 def _spark_schema() -> pa.Schema:

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from connectors import object_store as store
 from connectors.kafka_broker import EmbeddedBroker, reset_topics
 from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows
 from streaming_app.config import REPO_ROOT, load_config
@@ -258,7 +259,6 @@ def _print_sketches(cfg) -> None:
 def _print_graph_outputs(cfg) -> int:
     """The triangle count and the views against a recount from the edge mirror (networkx);
     then every output table with its row count. 1 if a figure disagrees with its recount."""
-    import deltalake
     import networkx as nx
 
     from connectors.delta_sink import Lake
@@ -267,7 +267,7 @@ def _print_graph_outputs(cfg) -> int:
 
     def rows(path: str) -> list[dict]:
         try:
-            return deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+            return store.rs_table(path).to_pyarrow_table().to_pylist()
         except Exception:  # noqa: BLE001 - not written (no batch reached it)
             return []
 

@@ -1,9 +1,10 @@
 """Where the project's JVM jars are, and which of them Spark must be handed.
 
-`make jars` resolves four Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
-Spark's Kafka source with their transitive jars), ``jvm/kafka/libs`` (the Kafka broker),
-``jvm/connect/libs`` (a Kafka Connect worker with the Debezium PostgreSQL connector) and
-``jvm/s3proxy/libs`` (S3Proxy, the local S3-API server).
+`make jars` resolves five Maven poms into git-ignored folders: ``jvm/spark/jars`` (Delta and
+Spark's Kafka source with their transitive jars), ``jvm/s3a/jars`` (hadoop-aws and the AWS SDK,
+for a lake on s3a://), ``jvm/kafka/libs`` (the Kafka broker), ``jvm/connect/libs`` (a Kafka
+Connect worker with the Debezium PostgreSQL connector) and ``jvm/s3proxy/libs`` (S3Proxy, the
+local S3-API server).
 Maven's transitive closure repeats many jars that the pyspark wheel already ships (Hadoop,
 Jackson, Parquet, Scala); handing Spark a second, older copy of those breaks class loading,
 so ``spark_jars()`` keeps only the artifacts pyspark does not have.
@@ -20,6 +21,7 @@ from streaming_app.config.common import REPO_ROOT, env
 SPARK_JARS_DIR = Path(env("spark_jars", str(REPO_ROOT / "jvm" / "spark" / "jars")))
 KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs")))
 CONNECT_LIBS_DIR = Path(env("connect_libs", str(REPO_ROOT / "jvm" / "connect" / "libs")))
+S3A_JARS_DIR = Path(env("s3a_jars", str(REPO_ROOT / "jvm" / "s3a" / "jars")))
 S3PROXY_LIBS_DIR = Path(env("s3proxy_libs", str(REPO_ROOT / "jvm" / "s3proxy" / "libs")))
 
 # The driver JVM's class-data-sharing archive, written by `make setup` (streaming_app.jvm_archive).
@@ -53,6 +55,18 @@ def spark_jars() -> list[Path]:
         )
     shipped = {artifact_name(p.name) for p in pyspark_jars_dir().glob("*.jar")}
     return sorted(p for p in SPARK_JARS_DIR.glob("*.jar") if artifact_name(p.name) not in shipped)
+
+
+def s3a_jars() -> list[Path]:
+    """The jars Spark needs to read and write s3a:// paths (hadoop-aws 3.5.0 and the AWS SDK
+    bundle), for a session whose lake is on an object store; the rest keep them off."""
+    jars = sorted(S3A_JARS_DIR.glob("*.jar")) if S3A_JARS_DIR.is_dir() else []
+    if not any(p.name.startswith("hadoop-aws-") for p in jars):
+        raise ConfigError(
+            f"the s3a jars (hadoop-aws, AWS SDK) are missing from {S3A_JARS_DIR}; run `make jars` "
+            "(resolves jvm/s3a/pom.xml from Maven Central once)"
+        )
+    return jars
 
 
 def kafka_classpath() -> str:

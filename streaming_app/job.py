@@ -31,6 +31,7 @@ from typing import Callable, Protocol
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import object_store
 from connectors.debezium import DecodedBatch, Rejected, decode_batch
 from connectors.mirror_plan import plan_table
 from streaming_app.config import JobConfig, env
@@ -111,6 +112,9 @@ class IngestJob:
                  on_batch: Callable[[dict], None] | None = None):
         self.cfg = cfg
         self.spark = spark
+        if object_store.lake_s3(cfg) is not None:  # delta-rs and Spark's S3A reach the bucket
+            object_store.use(cfg.s3)
+            object_store.apply_to_spark(spark, cfg.s3)
         self.lake = sink.Lake(cfg.lake_root)
         self.maintainers = list(maintainers or [])
         self.on_batch = on_batch

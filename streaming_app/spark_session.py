@@ -20,8 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from streaming_app.config import SparkConfig
-from streaming_app.jars import archive_options, spark_jars
+from streaming_app.config import S3Config, SparkConfig
+from streaming_app.jars import archive_options, s3a_jars, spark_jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -39,6 +39,7 @@ class SessionOptions:
     embedded: bool = True  # bind driver and UI to loopback
     warehouse_dir: str | None = None
     log_level: str | None = None  # None: ERROR, or WARN once set_verbose(True)
+    s3: S3Config | None = None  # the lake is on S3: the S3A jars and settings (object_store.lake_s3)
 
 
 # Spark and its libraries log hundreds of WARN lines per demo (RDD lineage, duplicated map
@@ -158,9 +159,22 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if opts.warehouse_dir:
         b = b.config("spark.sql.warehouse.dir", opts.warehouse_dir)
+    if opts.s3 is not None:
+        from connectors import object_store
+
+        if not submitted:
+            # On the JVMs' own class path, beside the Hadoop client they extend, rather than on
+            # spark.jars: a local executor would copy the 690 MB SDK bundle into its work folder
+            # at every session start.
+            cp = ":".join(str(p) for p in s3a_jars())
+            b = b.config("spark.driver.extraClassPath", cp).config("spark.executor.extraClassPath", cp)
+        for k, v in object_store.hadoop_conf(opts.s3, keys=False).items():
+            b = b.config(f"spark.hadoop.{k}", v)
     for k, v in spark_cfg.extra_conf:
         b = b.config(k, v)
     spark = b.getOrCreate()
+    if opts.s3 is not None:  # the keys too, into the running JVM (never on its command line)
+        object_store.apply_to_spark(spark, opts.s3)
     spark.sparkContext.setLogLevel(opts.log_level or ("WARN" if _verbose else "ERROR"))
     return spark
 

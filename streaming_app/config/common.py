@@ -169,9 +169,22 @@ def _check_keys(section: Any, allowed: set[str], where: str) -> None:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
 
 
-def _path(value: Any, base: Path, where: str) -> Path:
+_S3A = re.compile(r"s3a://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/\S*)?")
+
+
+def _path(value: Any, base: Path, where: str) -> Path | str:
+    """A folder (a relative one against ``base``) or an ``s3a://bucket/path`` URI, kept a string
+    (a ``Path`` would fold ``s3a://`` into ``s3a:/``)."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a path string, got {value!r}")
+    if "://" in value:
+        if value.startswith("s3://"):
+            raise ConfigError(f"{where}: {value[:80]!r}: write S3 locations as s3a://bucket/path (Spark's "
+                              "Hadoop connector for S3 answers to s3a://)")
+        if not _S3A.fullmatch(value.rstrip("/")):
+            raise ConfigError(f"{where}: {value[:80]!r} is not a folder or an s3a://bucket/path URI "
+                              "(bucket: 3-63 of a-z 0-9 . -)")
+        return value.rstrip("/")
     p = Path(value)
     return p if p.is_absolute() else (base / p).resolve()
 

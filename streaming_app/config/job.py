@@ -17,6 +17,7 @@ from streaming_app.config.derived import (SketchConfig, SketchSettings, StateSet
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
 from streaming_app.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
+from streaming_app.config.s3 import S3Config, parse_s3
 from streaming_app.config.sketch_sql import check_sketch_sql
 from streaming_app.config.spark import SparkConfig, check_master, parse_spark
 from streaming_app.config.tables import TableConfig, _table
@@ -44,9 +45,12 @@ class JobConfig:
     state: StateSettings = field(default_factory=StateSettings)
     source_file: Path | None = None
     debezium: DebeziumConfig | None = None
+    s3: S3Config = field(default_factory=S3Config)
 
     @property
-    def checkpoint_dir(self) -> Path:
+    def checkpoint_dir(self) -> Path | str:
+        if isinstance(self.checkpoint_root, str):  # an s3a:// URI
+            return f"{self.checkpoint_root}/{self.name}"
         return self.checkpoint_root / self.name
 
     def table(self, name: str) -> TableConfig:
@@ -71,7 +75,8 @@ class JobConfig:
             check_master(kw["master"], "--master")
         for k in ("lake_root", "checkpoint_root"):  # a flag's path is read from the working directory
             if isinstance(kw.get(k), str):
-                kw[k] = Path(_want_str(kw[k], f"--{k.replace('_', '-')}", "the folder")).resolve()
+                flag = f"--{k.replace('_', '-')}"
+                kw[k] = _path(_want_str(kw[k], flag, "the folder"), Path.cwd(), flag)
         kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
         spark_kw = {k: kw.pop(k) for k in ("master", "ui", "ui_port") if kw.get(k) is not None}
         kw = {k: v for k, v in kw.items() if v is not None}
@@ -90,7 +95,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
-                       "debezium"}, where)
+                       "debezium", "s3"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
@@ -151,6 +156,7 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         state=stcfg,
         source_file=source,
         debezium=dbz,
+        s3=parse_s3(data.get("s3", {}), where),
     )
     for s in sketches:
         check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")

@@ -22,15 +22,20 @@ from streaming_app.flags import int_in
 
 
 def _cfg(args):
+    from connectors import object_store
+
     cfg = load_config(args.config)
+    object_store.use(cfg.s3)  # delta-rs reads of an s3 lake
     return cfg.with_overrides(master=getattr(args, "master", None), lake_root=getattr(args, "lake_root", None),
                               checkpoint_root=getattr(args, "checkpoint_root", None))
 
 
 def _spark(cfg):
+    from connectors import object_store
     from streaming_app.spark_session import SessionOptions, build_session
 
-    return build_session(cfg.spark, SessionOptions(app_name=f"ivmstream-sketch:{cfg.name}", ui=False))
+    return build_session(cfg.spark, SessionOptions(app_name=f"ivmstream-sketch:{cfg.name}", ui=False,
+                                                   s3=object_store.lake_s3(cfg)))
 
 
 def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
@@ -87,14 +92,13 @@ def mirror_tables(cfg, sql: str) -> dict:
     import pyarrow as pa
 
     from connectors import delta_sink as sink
+    from connectors import object_store as store
 
     lake = sink.Lake(cfg.lake_root)
     out = {}
     for name, table in query_tables(cfg, sql).items():
         try:
-            import deltalake
-
-            data = deltalake.DeltaTable(lake.mirror(table.name)).to_pyarrow_table(columns=table.column_names)
+            data = store.rs_table(lake.mirror(table.name)).to_pyarrow_table(columns=table.column_names)
         except Exception:  # noqa: BLE001 - mirror absent: no rows yet
             data = pa.Table.from_batches([], schema=sink.arrow_schema(table))
         out[name] = data

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import object_store as store
 from operators.errors import ConfigError
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
@@ -30,9 +31,7 @@ from streaming_app.sketches.tables import REGISTERED, SKETCHES
 
 def _dl_table(path: str) -> pa.Table | None:
     try:
-        import deltalake
-
-        return deltalake.DeltaTable(path).to_pyarrow_table()
+        return store.rs_table(path).to_pyarrow_table()
     except Exception:  # noqa: BLE001 - table absent
         return None
 
@@ -93,9 +92,7 @@ def records(spark, cfg, name: str) -> tuple[Registration, dict]:
 
 def coverage(lake: sink.Lake, rec: dict, part: Part) -> tuple[int, int]:
     """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
-    import deltalake
-
-    col = deltalake.DeltaTable(lake.mirror(part.table)).to_pyarrow_table(columns=[part.attribute]).column(part.attribute)
+    col = store.rs_table(lake.mirror(part.table)).to_pyarrow_table(columns=[part.attribute]).column(part.attribute)
     ids = part.partition().fragment_of(col)
     inside = np.isin(ids, np.asarray(rec["fragments"], dtype=np.int64))
     return int(inside.sum()), len(ids)
@@ -106,14 +103,12 @@ def staleness(lake: sink.Lake, recs: dict, now=None) -> dict:
     mirror version against the version the sketch reflects (only tables behind are listed), and
     the seconds since its ``sketches`` rows were written. An eager sketch lags by the batches the
     job has not finished; a lazy one until it is asked for."""
-    import deltalake
-
     reflected: dict = {}
     for rec in recs.values():
         reflected.update({t: int(v) for t, v in (rec["mirror_versions"] or [])})
     behind = {}
     for t, v in sorted(reflected.items()):
-        latest = int(deltalake.DeltaTable(lake.mirror(t)).version())
+        latest = int(store.rs_table(lake.mirror(t)).version())
         if latest > v:
             behind[t] = {"sketch": v, "mirror": latest, "versions": latest - v}
     updated = max((r["updated_at"] for r in recs.values() if r["updated_at"] is not None), default=None)
@@ -165,9 +160,7 @@ def _num(v):
 
 def file_stats(path: str, attribute: str | None = None, runs=None, has_null: bool = False) -> dict:
     """Files and bytes of the table, and those a scan restricted to ``runs`` must read."""
-    import deltalake
-
-    acts = pa.table(deltalake.DeltaTable(path).get_add_actions(flatten=True)).to_pydict()
+    acts = pa.table(store.rs_table(path).get_add_actions(flatten=True)).to_pydict()
     n = len(acts["path"])
     sizes = acts["size_bytes"]
     keep = [True] * n

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import object_store as store
 from operators.sketch_safety.registration import table_attributes
 from streaming_app.sketches.tables import REGISTERED, bounds_from_json, bounds_to_json
 
@@ -150,8 +151,6 @@ def store_boundaries(spark, lake, name: str, part: Part) -> None:
 def registry_version(lake) -> int:
     """Version of ``registered_queries`` from its log (delta-rs, no Spark job); -1 if absent."""
     try:
-        import deltalake
-
-        return int(deltalake.DeltaTable(lake.output(REGISTERED)).version())
+        return int(store.rs_table(lake.output(REGISTERED)).version())
     except Exception:  # noqa: BLE001 - not created yet (nothing registered)
         return -1
