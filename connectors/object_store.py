@@ -11,7 +11,7 @@ Every table write on an s3 lake goes through delta-rs as on a local one (mirror 
 appends, table creation), with the same idempotent txn actions. Neither delta-rs nor Spark
 can make two writers of one table safe on a store without conditional PUT (S3Proxy before
 2.8.0 ignores ``If-None-Match``; the second writer of a version overwrites the first): one
-job writes a lake at a time, which ``connectors.lake_lock`` enforces.
+job writes a lake at a time, which ``connectors.s3_lease`` enforces.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ class LakeInUse(IvmError):
     code = "IVM120"
 
 
+class LakeUnreachable(IvmError):
+    code = "IVM500"
+
+
 class S3Lease:
     """Hold the lease of the s3 lake at ``root`` while ``with`` runs (renewed by a thread)."""
 
@@ -73,6 +77,16 @@ class S3Lease:
                          f"(the lease {LEASE_NAME} frees itself {LEASE_S:.0f} s after its holder stops renewing it)")
 
     def acquire(self) -> "S3Lease":
+        try:
+            return self._acquire()
+        except OSError as e:  # refused connection, 403, unknown bucket: one line, before Spark starts
+            s = store.settings()
+            raise LakeUnreachable(f"lake_root {self.root}: the bucket does not answer at "
+                                  f"{s.endpoint or 'AWS S3 (' + s.region + ')'} ({e}); start the S3 server "
+                                  "(`ivmstream s3 start`) or check [s3] endpoint and the keys (AWS_ACCESS_KEY_ID, "
+                                  "AWS_SECRET_ACCESS_KEY)") from None
+
+    def _acquire(self) -> "S3Lease":
         held = self.read()
         if not self._free(held):
             raise self._refuse(held)

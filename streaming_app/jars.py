@@ -69,6 +69,12 @@ def s3a_jars() -> list[Path]:
     return jars
 
 
+def s3a_classpath() -> str:
+    """``s3a_jars()`` as one class path (``spark.driver.extraClassPath``, ``spark.executor.extraClassPath``,
+    or spark-submit's ``--driver-class-path``)."""
+    return ":".join(str(p) for p in s3a_jars())
+
+
 def kafka_classpath() -> str:
     """Classpath of the embedded Kafka broker."""
     if not KAFKA_LIBS_DIR.is_dir() or not any(KAFKA_LIBS_DIR.glob("kafka_2.13-*.jar")):

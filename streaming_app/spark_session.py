@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from streaming_app.config import S3Config, SparkConfig
-from streaming_app.jars import archive_options, s3a_jars, spark_jars
+from streaming_app.jars import archive_options, s3a_classpath, spark_jars
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -166,7 +166,7 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
             # On the JVMs' own class path, beside the Hadoop client they extend, rather than on
             # spark.jars: a local executor would copy the 690 MB SDK bundle into its work folder
             # at every session start.
-            cp = ":".join(str(p) for p in s3a_jars())
+            cp = s3a_classpath()
             b = b.config("spark.driver.extraClassPath", cp).config("spark.executor.extraClassPath", cp)
         for k, v in object_store.hadoop_conf(opts.s3, keys=False).items():
             b = b.config(f"spark.hadoop.{k}", v)

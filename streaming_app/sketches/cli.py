@@ -30,6 +30,26 @@ def _cfg(args):
                               checkpoint_root=getattr(args, "checkpoint_root", None))
 
 
+def _holding_lake(fn):
+    """A command that may write the lake (a registration, a lazy sketch brought forward, a
+    layout): on an S3 lake it holds the lake's lease while it runs, so it is refused while the
+    job runs there (S3Proxy cannot make two writers of one table safe; README)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(args) -> int:
+        from connectors import object_store
+        from connectors.s3_lease import S3Lease
+
+        cfg = _cfg(args)
+        if not object_store.is_s3(cfg.lake_root):
+            return fn(args)
+        with S3Lease(cfg.lake_root, f"ivmstream sketch {fn.__name__.removeprefix('cmd_')}"):
+            return fn(args)
+
+    return run
+
+
 def _spark(cfg):
     from connectors import object_store
     from streaming_app.spark_session import SessionOptions, build_session
@@ -149,6 +169,7 @@ def cmd_advise(args) -> int:
     return 0
 
 
+@_holding_lake
 def cmd_register(args) -> int:
     from operators.sketch_safety.registration import check_partition, check_query, declared_stats, may_be_null
     from streaming_app.sketches.register import register_query
@@ -189,6 +210,7 @@ def cmd_register(args) -> int:
     return 0
 
 
+@_holding_lake
 def cmd_drop(args) -> int:
     from streaming_app.sketches.register import drop_query
 
@@ -207,6 +229,7 @@ def _records(cfg, name):
     return sink.Lake(cfg.lake_root), reg, recs
 
 
+@_holding_lake
 def cmd_show(args) -> int:
     from streaming_app.sketches import query as sq
 
@@ -243,6 +266,7 @@ def cmd_show(args) -> int:
     return 0
 
 
+@_holding_lake
 def cmd_filter(args) -> int:
     from streaming_app.sketches.query import sketch_predicate
 
@@ -273,6 +297,7 @@ def _scan_line(run) -> str:
     return f"{len(run.rows)} rows, {run.files} files, {run.bytes:,} bytes, {run.seconds * 1000:.0f} ms ({per})"
 
 
+@_holding_lake
 def cmd_query(args) -> int:
     from streaming_app.sketches.query import run_query
 
@@ -332,6 +357,7 @@ def _check_query_tables(cfg, sql: str) -> None:
                               "not written it there (run the job first, or give the job's lake with --lake-root)")
 
 
+@_holding_lake
 def cmd_layout(args) -> int:
     from connectors import delta_sink as sink
 

@@ -96,3 +96,21 @@ def test_config_s3_mistakes_are_one_line_errors(monkeypatch, job, s3, says):
     with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")) as e:
         _cfg(job, s3)
     assert SECRET not in str(e.value)
+
+
+def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
+    import subprocess
+    import sys
+
+    from connectors.local_process import free_port
+    from streaming_app.config import dump_toml
+
+    data = {"job": {"name": "nobucket", "lake_root": "s3a://lake/x", "checkpoint_root": str(tmp_path / "ck")},
+            "s3": {"endpoint": f"http://127.0.0.1:{free_port()}", "access_key": "AK", "secret_key": SECRET},
+            "tables": TABLES}
+    (tmp_path / "job.toml").write_text(dump_toml(data))
+    r = subprocess.run([sys.executable, "-m", "streaming_app", "run", "--config", str(tmp_path / "job.toml"),
+                        "--available-now", "--no-ui"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("ivmstream: error: [IVM500] lake_root s3a://lake/x: the bucket does not answer")
+    assert "Traceback" not in r.stderr and SECRET not in r.stdout + r.stderr and len(r.stderr.splitlines()) == 1

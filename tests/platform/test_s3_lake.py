@@ -77,6 +77,10 @@ def test_job_on_an_s3_lake_restart_and_one_writer(kafka_broker, s3_server, tmp_p
                                  "--available-now", "--no-ui"], capture_output=True, text=True, timeout=120)
         assert second.returncode == 2 and "in use" in second.stderr, second.stdout[-2000:] + second.stderr
         assert time.monotonic() - t0 < 60  # refused before a Spark session starts
+        # so is a command that writes the lake from another process
+        drop = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "drop", "--config", str(config),
+                               "big_qty"], capture_output=True, text=True, timeout=120)
+        assert drop.returncode == 2 and "in use" in drop.stderr, drop.stdout[-2000:] + drop.stderr
         out, _ = first.communicate(timeout=600)
     finally:
         first.kill()
@@ -112,6 +116,9 @@ def test_job_on_an_s3_lake_restart_and_one_writer(kafka_broker, s3_server, tmp_p
     reach = store.rs_table(lake_rs("reachability")).to_pyarrow_table().to_pylist()
     assert sorted((int(r["src"]), int(r["dst"])) for r in reach) == sorted(closure)
 
+    shown = subprocess.run([sys.executable, "-m", "streaming_app", "sketch", "show", "--config", str(config),
+                            "big_qty"], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "big_qty" in shown.stdout, shown.stdout[-2000:] + shown.stderr
     sketch = store.rs_table(lake_rs("sketches")).to_pyarrow_table().to_pylist()
     assert [r["query"] for r in sketch] == ["big_qty"]
     items = hist.expected_rows("items")
