@@ -50,9 +50,8 @@ sys.path.insert(0, str(REPO))
 from streaming_app.config import dump_toml, parse_config  # noqa: E402
 
 VARIANTS = ("ours", "canonical")
-# ours with the records decoded in the Spark tasks ([job] decode = "executors"; --with-executor-decode),
-# and ours with its checkpoint on the S3 server too (--lake s3 --with-s3-checkpoint)
-EXTRA_VARIANTS = ("ours_executors", "ours_s3ckpt")
+# ours with the records decoded in the Spark tasks ([job] decode = "executors"; --with-executor-decode)
+EXTRA_VARIANTS = ("ours_executors",)
 TABLE = {"name": "orders", "topic": "bench.orders", "primary_key": "id", "decimal_handling_mode": "string",
          "columns": {"id": "long", "customer": "long", "status": "string",
                      "amount": "decimal(12,2)", "day": "date", "qty": "int"}}
@@ -143,9 +142,8 @@ def commits(checkpoint: Path) -> list[tuple[int, float, int]]:
 
 def job_config(work: Path, variant: str, bootstrap: str, batch: int, topic: str, s3=None) -> Path:
     lake = str(work / "lake") if s3 is None else s3.lake(f"{work.name}/lake")
-    ckpt = s3.lake(f"{work.name}/checkpoints") if variant == "ours_s3ckpt" else str(work / "checkpoints")
     data = {"job": {"name": f"bench_{variant}", "lake_root": lake,
-                    "checkpoint_root": ckpt, "trigger_interval_s": 0,
+                    "checkpoint_root": str(work / "checkpoints"), "trigger_interval_s": 0,
                     "decode": "executors" if variant == "ours_executors" else "driver"},
             "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": batch},
             # keep every batch's offsets and commit files: the figures are read from them
@@ -177,9 +175,7 @@ def backlog_run(root: Path, variant: str, bootstrap: str, topic: str, batch: int
     if proc.returncode != 0:
         print(out[-4000:])
         raise SystemExit(f"{variant} failed with exit code {proc.returncode}")
-    # a checkpoint on the S3 server is read from its filesystem backend (an object's file time is its PUT)
-    ckpt = work / "checkpoints" if variant != "ours_s3ckpt" else s3.data_dir / s3.bucket / work.name / "checkpoints"
-    cs = commits(ckpt / f"bench_{variant}")
+    cs = commits(work / "checkpoints" / f"bench_{variant}")
     assert sum(c[2] for c in cs) == records, f"{variant}: {sum(c[2] for c in cs)} of {records} records"
     steady = cs[1:]
     span = cs[-1][1] - cs[0][1]
@@ -289,8 +285,6 @@ def main() -> int:
                     help="where both variants' tables live: a local folder or a real S3-API server (S3Proxy)")
     ap.add_argument("--with-local", action="store_true",
                     help="with --lake s3: also drain the records with a local lake in the same run")
-    ap.add_argument("--with-s3-checkpoint", action="store_true",
-                    help="with --lake s3: also run ours with its checkpoint on the S3 server")
     args = ap.parse_args()
     if args.variant:
         return child(args)
@@ -341,10 +335,7 @@ def main() -> int:
             for pair in range(args.pairs):
                 order = VARIANTS if pair % 2 == 0 else VARIANTS[::-1]
                 for lake in lakes:
-                    extra = ("ours_executors",) if args.with_executor_decode else ()
-                    if lake is not None and args.with_s3_checkpoint:
-                        extra += ("ours_s3ckpt",)
-                    for variant in order + extra:
+                    for variant in order + (EXTRA_VARIANTS if args.with_executor_decode else ()):
                         r = backlog_run(root, variant, broker.bootstrap, topic, batch, args.records, lake)
                         r["load_1min"] = round(os.getloadavg()[0], 1)
                         load.append(r["load_1min"])
@@ -399,19 +390,6 @@ def _write_s3(args, sizes, runs, load) -> None:
             cells = [lake, b, ro, rc, f"{ro / rc:.2f}x" if ro and rc else None, _med([r["batch_s"] for r in o]),
                      _med([r["batch_s"] for r in c]), _med([r["first_batch_s"] for r in o]),
                      _med([r["first_batch_s"] for r in c])]
-            lines.append("| " + " | ".join("—" if x is None else str(x) for x in cells) + " |")
-    ck = [r for r in runs if r["variant"] == "ours_s3ckpt"]
-    if ck:
-        lines += ["", "Where the checkpoint lives: ours on the s3 lake with its Spark checkpoint on local disk and "
-                  "on the S3 server (same run):", "",
-                  "| batch | checkpoint on disk: records/s | s/batch | checkpoint on S3: records/s | s/batch | "
-                  "S3 checkpoint costs per batch |", "|---|---|---|---|---|---|"]
-        for b in sizes:
-            od = [r for r in runs if r["lake"] == "s3" and r["batch"] == b and r["variant"] == "ours"]
-            os3 = [r for r in ck if r["batch"] == b]
-            bd, bs = _med([r["batch_s"] for r in od]), _med([r["batch_s"] for r in os3])
-            cells = [b, _med([r["rec_s"] for r in od]), bd, _med([r["rec_s"] for r in os3]), bs,
-                     f"{bs - bd:+.2f} s" if bd is not None and bs is not None else None]
             lines.append("| " + " | ".join("—" if x is None else str(x) for x in cells) + " |")
     lines += ["", "Our batches' steps (median ms per batch after the first, from the job's `batches` table):", "",
               "| lake | batch | " + " | ".join(STEP_COLUMNS) + " |", "|---|---|" + "---|" * len(STEP_COLUMNS)]

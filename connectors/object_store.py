@@ -35,9 +35,9 @@ def settings() -> S3Config:
 
 
 def lake_s3(cfg: JobConfig) -> S3Config | None:
-    """The job's S3 settings when its lake or checkpoint is on S3, else None (a local job's
-    session then never loads the S3A jars)."""
-    return cfg.s3 if is_s3(cfg.lake_root) or is_s3(cfg.checkpoint_root) else None
+    """The job's S3 settings when its lake is on S3, else None (a local job's session then never
+    loads the S3A jars)."""
+    return cfg.s3 if is_s3(cfg.lake_root) else None
 
 
 def is_s3(path) -> bool:

@@ -25,6 +25,16 @@ from streaming_app.config.tables import TableConfig, _table
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
 
 
+def _on_a_filesystem(path: Path | str, where: str) -> Path:
+    """The Spark checkpoint stays on a filesystem (README: "The checkpoint"): Spark writes it by
+    rename, which an object store does not have, and against S3Proxy a checkpoint on s3a://
+    failed at its first batch (its Kafka source's metadata log)."""
+    if isinstance(path, str):
+        raise ConfigError(f"{where}: {path[:80]!r}: the checkpoint stays on a filesystem (a local disk, or a "
+                          "shared one such as an NFS or HDFS mount); only lake_root may be on S3")
+    return path
+
+
 @dataclass(frozen=True)
 class JobConfig:
     name: str = "ivmstream"
@@ -48,9 +58,7 @@ class JobConfig:
     s3: S3Config = field(default_factory=S3Config)
 
     @property
-    def checkpoint_dir(self) -> Path | str:
-        if isinstance(self.checkpoint_root, str):  # an s3a:// URI
-            return f"{self.checkpoint_root}/{self.name}"
+    def checkpoint_dir(self) -> Path:
         return self.checkpoint_root / self.name
 
     def table(self, name: str) -> TableConfig:
@@ -77,6 +85,8 @@ class JobConfig:
             if isinstance(kw.get(k), str):
                 flag = f"--{k.replace('_', '-')}"
                 kw[k] = _path(_want_str(kw[k], flag, "the folder"), Path.cwd(), flag)
+                if k == "checkpoint_root":
+                    _on_a_filesystem(kw[k], flag)
         kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
         spark_kw = {k: kw.pop(k) for k in ("master", "ui", "ui_port") if kw.get(k) is not None}
         kw = {k: v for k, v in kw.items() if v is not None}
@@ -142,8 +152,8 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
     cfg = JobConfig(
         name=name,
         lake_root=_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
-        checkpoint_root=_path(job.get("checkpoint_root", "checkpoints"), base,
-                              f"{where}: [job] checkpoint_root"),
+        checkpoint_root=_on_a_filesystem(_path(job.get("checkpoint_root", "checkpoints"), base,
+                                               f"{where}: [job] checkpoint_root"), f"{where}: [job] checkpoint_root"),
         trigger_interval_s=trigger,
         decode=decode,
         kafka=kcfg,

@@ -89,6 +89,8 @@ def test_config_s3_section_and_the_aws_variables(monkeypatch, tmp_path):
     ({"lake_root": "s3a://bucket/lake"}, {"access_key": "AK", "secret_key": ""}, "secret_key must be a non-empty"),
     ({"lake_root": "s3a://bucket/lake"}, {"path_style": "yes"}, "path_style must be true or false"),
     ({"lake_root": "s3a://bucket/lake"}, {"bucket": "x"}, "unknown key"),
+    ({"lake_root": "s3a://bucket/lake", "checkpoint_root": "s3a://bucket/ckpt"}, None,
+     "the checkpoint stays on a filesystem"),
 ])
 def test_config_s3_mistakes_are_one_line_errors(monkeypatch, job, s3, says):
     for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
