@@ -20,6 +20,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable
 
+from connectors import object_store
+from connectors.s3_lease import S3Lease
 from operators.errors import ConfigError, IvmError
 
 LOCK_NAME = ".ivmstream.lock"
@@ -104,10 +106,14 @@ def folder_lock(folder: Path, what: str, owner: str):
 
 @contextmanager
 def job_folders(cfg):
-    """The job's lake and checkpoint folders: writable, and held by this process alone."""
+    """The job's lake and checkpoint folders: writable, and held by this process alone (a lake
+    on S3 by a lease object: connectors/s3_lease.py)."""
     check_writable(cfg.lake_root, "lake_root")
     check_writable(cfg.checkpoint_dir, "checkpoint folder")
     with ExitStack() as stack:
+        if object_store.is_s3(cfg.lake_root):  # a bucket has no flock: a lease object in the lake
+            object_store.use(cfg.s3)
+            stack.enter_context(S3Lease(cfg.lake_root, f"job {cfg.name}"))
         stack.enter_context(folder_lock(cfg.lake_root, "lake_root", f"job {cfg.name}"))
         stack.enter_context(folder_lock(cfg.checkpoint_dir, "checkpoint folder", f"job {cfg.name}"))
         yield

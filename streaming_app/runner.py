@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from connectors import object_store
-from connectors.s3_lease import S3Lease
 from streaming_app.config import JobConfig
 from streaming_app.job import IngestJob, Maintainer
 from streaming_app.spark_session import SessionOptions, build_session
@@ -80,9 +79,6 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
 def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_event, quiet, spark,
          say, observer) -> RunResult:
     show_ui = cfg.spark.ui if ui is None else ui
-    object_store.use(cfg.s3)
-    # one job per lake on an object store, refused before Spark starts (connectors/s3_lease.py)
-    lease = S3Lease(cfg.lake_root, f"job {cfg.name}").acquire() if object_store.is_s3(cfg.lake_root) else None
     spark = spark or build_session(cfg.spark, SessionOptions(app_name=f"ivmstream:{cfg.name}", ui=show_ui,
                                                              s3=object_store.lake_s3(cfg)))
     url = spark.sparkContext.uiWebUrl if show_ui else None
@@ -146,8 +142,6 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if lease is not None:
-            lease.release()
     return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
 
 
