@@ -1,4 +1,4 @@
-"""Spark DDL column lists as Arrow schemas, so a local lake's tables are created without Spark.
+"""Spark DDL column lists as Arrow schemas, so a local or s3 lake's tables are created without Spark.
 
 The job's tables are declared once, as Spark DDL (``"job STRING, batch_id BIGINT, step_ms
 MAP<STRING, DOUBLE>"``). Spark's CREATE TABLE costs a second or more per table (the first one

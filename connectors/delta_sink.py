@@ -380,7 +380,7 @@ def read_changes(spark, path: str, after_version: int, to_version: int, columns:
     """
     if to_version <= after_version:
         return None
-    if _local(path):
+    if _rs(path):
         try:
             return _read_changes_rs(path, after_version, to_version, columns, where)
         except Exception:  # noqa: BLE001 - a table or condition delta-rs / duckdb cannot read: Spark can
@@ -402,12 +402,10 @@ _SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1
 
 def _read_changes_rs(path: str, after_version: int, to_version: int, columns: list[str] | None,
                      where: str | None) -> pa.Table:
-    """``read_changes`` on a local lake without a Spark job: delta-rs reads the change feed,
+    """``read_changes`` on a local or s3 lake without a Spark job: delta-rs reads the change feed,
     duckdb applies ``where`` (Spark SQL, translated by sqlglot). Strings come back as plain
     ``string``, as Spark hands them over."""
-    import deltalake
-
-    dt_ = deltalake.DeltaTable(path)
+    dt_ = store.rs_table(path)
     cols = list(columns or [f.name for f in dt_.schema().fields])
     # with a condition every column is read: it may test columns the caller does not keep
     reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,

@@ -14,7 +14,7 @@ sketch maintainer uses it and brings each query forward with its own change-feed
 (selections pushed down, Delta-backed join inputs).
 
 ``MirrorCursor`` is one mirror and the version the engine's state reflects: whole-table
-reads (time travel) and signed changes between versions. On a local lake both go through
+reads (time travel) and signed changes between versions. On a local or s3 lake both go through
 delta-rs (no Spark job); elsewhere, or when delta-rs cannot read it, through Spark.
 """
 

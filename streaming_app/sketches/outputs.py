@@ -5,7 +5,7 @@ Crash safety of ``sketches``: the row written in batch N is the state after N. A
 the state is rebuilt for the last completed batch's versions and batch N is replayed; if N's
 MERGE had committed, its txn makes the replayed MERGE a no-op and the row is already right.
 The table is therefore never overwritten at start (which would roll it back behind a
-committed txn). On a local lake both writes go through delta-rs (``sink.*_small``).
+committed txn). On a local or s3 lake both writes go through delta-rs (``sink.*_small``).
 """
 
 from __future__ import annotations

@@ -88,10 +88,8 @@ def as_parts(partitions) -> list[Part]:
 
 def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
     path = lake.output(REGISTERED)
-    if sink._local(path):  # delta-rs reads it without a Spark job
-        import deltalake
-
-        return group_registrations(deltalake.DeltaTable(path).to_pyarrow_table().to_pylist())
+    if sink._rs(path):  # delta-rs reads it without a Spark job
+        return group_registrations(store.rs_table(path).to_pyarrow_table().to_pylist())
     rows = spark.read.format("delta").load(path).collect()
     return group_registrations([r.asDict() for r in rows])
 
@@ -100,7 +98,7 @@ def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragm
     """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values."""
     from operators.sketch import RangePartition
 
-    from state.recovery import read_table  # delta-rs on a local lake: no Spark job
+    from state.recovery import read_table  # delta-rs on a local or s3 lake: no Spark job
 
     col = read_table(spark, lake.mirror(table), version, [attribute]).column(attribute)
     if len(col) - col.null_count == 0:
@@ -121,10 +119,8 @@ def _reg_rows(reg: Registration) -> pa.Table:
 
 def append_registration(spark, lake, reg: Registration) -> None:
     path = lake.output(REGISTERED)
-    if sink._local(path):
-        import deltalake
-
-        deltalake.write_deltalake(path, _reg_rows(reg), mode="append")
+    if sink._rs(path):
+        store.rs_write(path, _reg_rows(reg), mode="append")
         return
     spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(path)
 
@@ -134,10 +130,8 @@ def store_boundaries(spark, lake, name: str, part: Part) -> None:
     lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
     bounds = bounds_to_json(part.boundaries).replace("'", "''")
     path = lake.output(REGISTERED)
-    if sink._local(path):  # delta-rs: one commit, no Spark job
-        import deltalake
-
-        deltalake.DeltaTable(path).update(
+    if sink._rs(path):  # delta-rs: one commit, no Spark job
+        store.rs_table(path).update(
             predicate=f""""name" = '{lit}' AND "partition_table" = '{tlit}' AND "boundaries" IS NULL""",
             updates={'"boundaries"': f"'{bounds}'", '"capture_version"': f"CAST({int(part.capture_version)} AS BIGINT)"})
         return

@@ -21,6 +21,7 @@ import time
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import object_store as store
 from connectors.debezium import Rejected
 from operators import errors as E
 from state.engines import ViewEngine
@@ -100,14 +101,12 @@ class ViewMaintainer:
         return pa.table({f.name: pa.array(cols[f.name], f.type) for f in self.schema}, schema=self.schema)
 
     def _overwrite(self, spark, job) -> None:
-        """The view's rows, written whole (at start): delta-rs on a local lake, else Spark."""
+        """The view's rows, written whole (at start): delta-rs on a local or s3 lake, else Spark."""
         data = self._rows_table(self.engine.view.rows())
         path = job.lake.output(self.out_table)
         where = f"view = '{self.view.name}'"
-        if sink._local(path):
-            import deltalake
-
-            deltalake.write_deltalake(path, data, mode="overwrite", predicate=where)
+        if sink._rs(path):
+            store.rs_write(path, data, mode="overwrite", predicate=where)
             return
         df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], _spark_schema(self.schema))
         df.write.format("delta").mode("overwrite").option("replaceWhere", where).save(path)
@@ -159,11 +158,10 @@ class ViewMaintainer:
         ])
         app_id, path = f"{ctx.app_id}:{self.name}", job.lake.output(self.out_table)
         cols = [c for c in src.column_names if c != "__deleted"]
-        if sink._local(path):  # delta-rs: one commit, no Spark job (Spark's MERGE ran ~150 jobs a batch)
-            import deltalake
+        if sink._rs(path):  # delta-rs: one commit, no Spark job (Spark's MERGE ran ~150 jobs a batch)
             from deltalake import CommitProperties, Transaction
 
-            dt_ = deltalake.DeltaTable(path)
+            dt_ = store.rs_table(path)
             done = dt_.transaction_version(app_id)
             if done is not None and done >= ctx.batch_id:
                 return  # a replayed batch whose MERGE committed before the crash
@@ -194,10 +192,8 @@ def _ddl(kind: str) -> str:
 
 def _arrow_schema(spark, path: str) -> pa.Schema:
     """The output table's columns as Arrow types (delta-rs reads the log; Spark elsewhere)."""
-    if sink._local(path):
-        import deltalake
-
-        schema = pa.schema(deltalake.DeltaTable(path).schema().to_arrow())
+    if sink._rs(path):
+        schema = pa.schema(store.rs_table(path).schema().to_arrow())
     else:
         from pyspark.sql.pandas.types import to_arrow_schema
 
