@@ -429,13 +429,11 @@ def _read_changes_rs(path: str, after_version: int, to_version: int, columns: li
 
 
 def read_version(spark, path: str, version: int, columns: list[str] | None = None) -> pa.Table:
-    """The whole table as of ``version`` (Delta time travel); delta-rs on a local lake (no
+    """The whole table as of ``version`` (Delta time travel); delta-rs on a local or s3 lake (no
     Spark job: a sketch's capture at the first batch read its mirrors through Spark)."""
-    if _local(path):
+    if _rs(path):
         try:
-            import deltalake
-
-            return deltalake.DeltaTable(path, version=version).to_pyarrow_table(columns=columns)
+            return store.rs_table(path, version=version).to_pyarrow_table(columns=columns)
         except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
             pass
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
