@@ -20,10 +20,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+from connectors import object_store
 from operators.errors import ConfigError
 from streaming_app.cluster import ClusterError, spark_home
 from streaming_app.config import REPO_ROOT, JobConfig
-from streaming_app.jars import spark_jars
+from streaming_app.jars import s3a_classpath, spark_jars
 from streaming_app.spark_session import JVM_OPTIONS, QUIET_LOG4J
 
 PACKAGES = ("streaming_app", "operators", "state", "connectors")
@@ -90,6 +91,10 @@ def submit_command(cfg: JobConfig, config_path: str | Path, master: str, run_arg
         "spark.pyspark.driver.python": python,
         **dict(cfg.spark.extra_conf),
     }
+    s3 = object_store.lake_s3(cfg)
+    if s3 is not None:  # a lake on S3: the S3A jars beside Hadoop's, its settings (the keys are set by the job, in the JVM)
+        confs = {"spark.driver.extraClassPath": s3a_classpath(), "spark.executor.extraClassPath": s3a_classpath(),
+                 **{f"spark.hadoop.{k}": v for k, v in object_store.hadoop_conf(s3, keys=False).items()}, **confs}
     argv = [str(spark_home() / "bin" / "spark-submit"), "--master", master, "--name", f"ivmstream:{cfg.name}",
             "--driver-memory", cfg.spark.driver_memory,
             "--jars", ",".join(str(p) for p in spark_jars()),

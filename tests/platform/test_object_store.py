@@ -116,3 +116,21 @@ def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.startswith("ivmstream: error: [IVM500] lake_root s3a://lake/x: the bucket does not answer")
     assert "Traceback" not in r.stderr and SECRET not in r.stdout + r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_submit_of_a_job_on_an_s3_lake_brings_the_s3a_jars_and_no_key(tmp_path, monkeypatch):
+    from streaming_app import submit
+    from streaming_app.config import dump_toml
+
+    data = {"job": {"name": "sub", "lake_root": "s3a://lake/x", "checkpoint_root": str(tmp_path / "ck")},
+            "s3": {"endpoint": "http://127.0.0.1:9333", "access_key": "AK", "secret_key": SECRET}, "tables": TABLES}
+    (tmp_path / "job.toml").write_text(dump_toml(data))
+    argv, _ = submit.submit_command(parse_config(data), tmp_path / "job.toml", "spark://127.0.0.1:7177", [])
+    confs = dict(a.split("=", 1) for a in argv[argv.index("--conf") + 1::2] if "=" in a and a.startswith("spark."))
+    assert "hadoop-aws-3.5.0.jar" in confs["spark.executor.extraClassPath"]
+    assert confs["spark.driver.extraClassPath"] == confs["spark.executor.extraClassPath"]
+    assert confs["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9333"
+    assert SECRET not in " ".join(argv) and "AK" not in argv  # the job sets the keys inside the JVM
+    local = {**data, "job": {**data["job"], "lake_root": str(tmp_path / "lake")}}
+    argv, _ = submit.submit_command(parse_config(local), tmp_path / "job.toml", "spark://127.0.0.1:7177", [])
+    assert not any("extraClassPath" in a for a in argv)
