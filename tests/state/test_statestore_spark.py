@@ -59,6 +59,7 @@ def test_statestore_backend_equals_memory_backend(spark, kafka_broker, tmp_path)
     props = " ".join(m["operatorProperties"] for m in meta)
     for var in ("cdc_last_image_v1", "imp_group_v1", "mu_fragment_v1"):
         assert var in props
-    images = spark.read.format("statestore").option("operatorId", 0).option("stateVarName", "cdc_last_image_v1") \
+    cdc = next(m["operatorId"] for m in meta if "cdc_last_image_v1" in m["operatorProperties"])
+    images = spark.read.format("statestore").option("operatorId", cdc).option("stateVarName", "cdc_last_image_v1") \
         .load(str(cfgs["statestore"].checkpoint_dir))
     assert images.count() == len(final_rows(events))  # one last image per live key, none for deleted ones
