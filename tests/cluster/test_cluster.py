@@ -17,6 +17,7 @@ import sys
 import networkx as nx
 import pytest
 
+from connectors import object_store as store
 from connectors.kafka_broker import create_topics, free_port
 from connectors.producer import CdcProducer
 from streaming_app.config import REPO_ROOT, dump_toml, parse_config
@@ -64,9 +65,10 @@ def _free_run(n: int) -> int:
             return p
 
 
-def _config(tmp_path, bootstrap: str, name: str, master: str) -> tuple[dict, object]:
+def _config(tmp_path, bootstrap: str, name: str, master: str, s3=None) -> tuple[dict, object]:
+    """The job's config; with ``s3`` (the S3 server fixture) its lake lives in the server's bucket."""
     data = {
-        "job": {"name": name, "lake_root": str(tmp_path / "lake"),
+        "job": {"name": name, "lake_root": s3.lake(f"{name}-{tmp_path.name}") if s3 else str(tmp_path / "lake"),
                 "checkpoint_root": str(tmp_path / "ckpt"), "trigger_interval_s": 0.5},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 400},
         "spark": {"master": master, "ui": False, "driver_memory": "1g"},
@@ -83,8 +85,12 @@ def _config(tmp_path, bootstrap: str, name: str, master: str) -> tuple[dict, obj
         "graphs": [{"name": "g", "table": "edges", "mode": "undirected"}],
         "views": [{"name": "reach", "table": "edges", "kind": "reachability"}],
     }
+    if s3:
+        data["s3"] = s3.s3_section()
     (tmp_path / "job.toml").write_text(dump_toml(data))
-    return data, parse_config(data)
+    cfg = parse_config(data)
+    store.use(cfg.s3)  # this process reads the tables back with delta-rs, on either lake
+    return data, cfg
 
 
 def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 900) -> tuple[int, str]:
@@ -130,10 +136,8 @@ def _readme_submit(cfg_file, master: str, timeout: float = 900) -> tuple[int, st
     return proc.returncode, out
 
 
-def _rows(path) -> list[dict]:
-    import deltalake
-
-    return deltalake.DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+def _rows(lake, *parts: str) -> list[dict]:
+    return store.rs_table(store.join(lake, *parts)).to_pyarrow_table().to_pylist()
 
 
 def _produce(bootstrap: str, cfg, seed: int):
@@ -151,38 +155,38 @@ def _check(cfg, hist, live, sent):
     lake = cfg.lake_root
     norm = lambda rows: [{k: (v.replace(tzinfo=None) if k == "ts" and v is not None else v)  # noqa: E731
                           for k, v in r.items()} for r in rows]
-    items = sorted(_rows(lake / "mirrors" / "items"), key=lambda r: r["id"])
-    pairs = sorted(_rows(lake / "mirrors" / "pairs"), key=lambda r: (r["a"], r["b"]))
+    items = sorted(_rows(lake, "mirrors", "items"), key=lambda r: r["id"])
+    pairs = sorted(_rows(lake, "mirrors", "pairs"), key=lambda r: (r["a"], r["b"]))
     assert norm(items) == norm(hist.expected_rows("items"))
     assert norm(pairs) == norm(hist.expected_rows("pairs"))
-    edges = _rows(lake / "mirrors" / "edges")
+    edges = _rows(lake, "mirrors", "edges")
     assert {(e["src"], e["dst"]): e for e in edges} == live
 
-    batches = _rows(lake / "batches")
+    batches = _rows(lake, "batches")
     ids = [b["batch_id"] for b in batches]
     assert len(ids) == len(set(ids)) and len(ids) >= 3
     assert sum(b["records_in"] for b in batches) == sent  # every Kafka record once
     # the edge table's self-loops are the graph engines' DATA_BAD_EDGE rows: only the history's here
-    bad = [r["error_code"] for r in _rows(lake / "quarantine") if r["topic"] != cfg.table("edges").topic]
+    bad = [r["error_code"] for r in _rows(lake, "quarantine") if r["topic"] != cfg.table("edges").topic]
     assert sorted(bad) == sorted(hist.bad)
 
     g = nx.Graph((u, v) for (u, v) in live if u != v)
-    counts = [r for r in _rows(lake / "triangle_counts") if r["graph"] == "g"]
+    counts = [r for r in _rows(lake, "triangle_counts") if r["graph"] == "g"]
     assert len({r["batch_id"] for r in counts}) == len(counts)
     assert max(counts, key=lambda r: r["batch_id"])["triangles"] == sum(nx.triangles(g).values()) // 3
     d = nx.DiGraph(list(live))
     closure = {(x, y) for x in d for s in d.successors(x) for y in {s} | nx.descendants(d, s)}
-    assert {(int(r["src"]), int(r["dst"])) for r in _rows(lake / "reachability") if r["view"] == "reach"} == closure
+    assert {(int(r["src"]), int(r["dst"])) for r in _rows(lake, "reachability") if r["view"] == "reach"} == closure
 
     import pyarrow as pa
 
     from operators.sketch import RangePartition
     from operators.sketch_reference import reference_sketch
 
-    reg = [r for r in _rows(lake / "registered_queries") if r["name"] == "top_qty"]
+    reg = [r for r in _rows(lake, "registered_queries") if r["name"] == "top_qty"]
     part = {"items": RangePartition("id", json.loads(reg[0]["boundaries"])["values"])}
     want = reference_sketch(SKETCH_SQL, {"items": pa.Table.from_pylist(items)}, part)["items"]
-    got = [r for r in _rows(lake / "sketches") if r["query"] == "top_qty"]
+    got = [r for r in _rows(lake, "sketches") if r["query"] == "top_qty"]
     assert want and list(got[0]["fragments"]) == want
 
 
@@ -209,3 +213,20 @@ def test_submit_refuses_bad_flags_before_spark(cluster, tmp_path):
                             *extra], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
         assert r.returncode == 2 and r.stdout == "", (extra, r.stdout, r.stderr)
         assert r.stderr.startswith("ivmstream: error: [IVM") and text in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.s3
+def test_lake_on_the_s3_server_driver_sigkill_then_restart(cluster, kafka_broker, s3_server, tmp_path):
+    """Deployed as production runs: the job on the 2-worker cluster with every table in the S3
+    server's bucket (the checkpoint on a filesystem: README, where the checkpoint may live).
+    `ivmstream submit` is SIGKILLed inside batch 1, after its items commit on the store; a second
+    `ivmstream submit` finishes the history, and the bucket's tables equal it, once each."""
+    _, cfg = _config(tmp_path, kafka_broker.bootstrap, "cls3", cluster.url, s3=s3_server)
+    assert str(cfg.lake_root).startswith("s3a://")
+    hist, live, sent = _produce(kafka_broker.bootstrap, cfg, seed=9)
+    rc, out = _submit(tmp_path / "job.toml", cluster.url, kill_at="mirror.items:1")
+    assert rc != 0 and "batch     0:" in out, out[-4000:]
+    rc, out = _submit(tmp_path / "job.toml", cluster.url)
+    assert rc == 0 and "Traceback" not in out, out[-4000:]
+    assert "batch     1:" in out, out[-4000:]  # the killed batch ran again, whole
+    _check(cfg, hist, live, sent)
