@@ -11,6 +11,10 @@ references (sum of the weights applied to it) are > 0; the core always sees the 
 multiplicity exactly 1, so the count is the number of triangles as vertex sets (undirected,
 Q/6) or of directed 3-cycles up to rotation (directed, Q/3).  A repeated insert adds a
 reference; a delete removes one; the edge disappears with its last reference.
+``_index`` (``edgeindex.EdgeIndex``) is derived from the core's rows: which edges are
+present, as a sorted array, so a consolidated batch asks for all its edges at once; every
+presence change goes through ``_apply``, which notes it (the unconsolidated loop drops the
+index instead); it is rebuilt when missing and never snapshotted.
 
 Deletions and bad rows: in the graph modes a self-loop (u = v: never part of a triangle on 3
 distinct vertices, and it would add the degenerate terms m³ to Q) and a delete of more
@@ -23,16 +27,20 @@ id outside int64 is rejected in every mode; weight 0 is a no-op.
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import contains
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from operators.errors import DATA_BAD_EDGE, ConfigError
+from operators.triangles.edgeindex import LIMIT, EdgeIndex, pack
 
 MODES = ("undirected", "directed", "three_relation")
 RELATIONS = {"R": 0, "S": 1, "T": 2}
 INT64_MIN = -(2 ** 63)
 INT64_MAX = 2 ** 63 - 1
+_NO_ROW: dict = {}  # what a vertex without a row reads as (never written)
 
 
 class BadEdge(NamedTuple):
@@ -83,6 +91,7 @@ class GraphFrontend:
         self._extra: dict = {}
         self.rejected = 0
         self.cancelled = 0  # edges (tuples) whose rows in a batch netted out: no core work
+        self._index: EdgeIndex | None = None  # built by the first consolidated batch that uses it
 
     # ---- answers ------------------------------------------------------------------------
     @property
@@ -158,11 +167,17 @@ class GraphFrontend:
         elif relation is not None:
             raise ConfigError(f"triangles: relation is only for three_relation mode ({self.mode})")
         bad: list[BadEdge] = []
+        if consolidate and self.mode != "three_relation" and \
+                all(a.dtype.kind == "i" for a in (src, dst, weight)):
+            self._batch_consolidated(src, dst, weight, bad)  # int arrays: no Python value per row
+            self.rejected += len(bad)
+            return bad
         cols = [_int_list(a) for a in (src, dst, weight)]
         (s, ok_s), (d, ok_d), (w, ok_w) = cols
         clean = ok_s is None and ok_d is None and ok_w is None
         if clean and consolidate and self.mode != "three_relation":
-            self._batch_consolidated(src, dst, weight, s, d, w, bad)
+            self._batch_consolidated(np.array(s, dtype=np.int64), np.array(d, dtype=np.int64),
+                                     np.array(w, dtype=np.int64), bad)
         elif clean and consolidate:
             self._batch_three_consolidated(s, d, w, rel, bad)
         elif clean and self.mode == "undirected":
@@ -181,45 +196,74 @@ class GraphFrontend:
         self.rejected += len(bad)
         return bad
 
-    def _batch_consolidated(self, src, dst, weight, s, d, w, bad) -> None:
+    def _batch_consolidated(self, src, dst, weight, bad) -> None:
         """Graph modes: rows grouped per edge (numpy), each edge's references replayed through its
         rows, then one core update per edge whose presence changed.
 
-        A group whose lowest running sum, added to the edge's references before the batch, stays
-        >= 0 rejects nothing; only the others are replayed row by row (rejections as in order).
+        Whether each edge was present before the batch is asked for all edges at once: by one
+        ``searchsorted`` in the ``EdgeIndex`` when every vertex id of the batch is in [0, 2^31),
+        else by C-level ``map`` calls over the core's rows. An edge whose rows net to 0 and whose
+        lowest running sum stays >= -1 when it is present, >= 0 when absent, changes nothing and
+        rejects nothing (a delete / re-insert of a present edge, an insert / delete of an absent
+        one): numpy settles it and no Python runs for it. On the other edges, a group whose lowest
+        running sum, added to the edge's references before the batch, stays >= 0 rejects nothing;
+        the rest are replayed row by row (rejections as in order).
         """
         directed = self.mode == "directed"
-        src, dst, weight = (np.asarray(x, dtype=np.int64) for x in (src, dst, weight))
+        src, dst, weight = (x.astype(np.int64, copy=False) for x in (src, dst, weight))
         loops = src == dst
-        if loops.any():
+        live = weight != 0
+        if loops.any() or not live.all():
             for idx in np.flatnonzero(loops).tolist():
-                bad.append(BadEdge(idx, s[idx], d[idx], w[idx], None, "self-loop"))
-        pos = np.flatnonzero(~loops & (weight != 0))
-        if not len(pos):
-            return
-        a, b, m = src[pos], dst[pos], weight[pos]
+                bad.append(BadEdge(idx, int(src[idx]), int(dst[idx]), int(weight[idx]), None, "self-loop"))
+            pos = np.flatnonzero(~loops & live)  # batch index of each row that counts
+            if not len(pos):
+                return
+            a, b, m = src[pos], dst[pos], weight[pos]
+        else:
+            pos = None  # every row counts
+            a, b, m = src, dst, weight
         lo, hi = (a, b) if directed else (np.minimum(a, b), np.maximum(a, b))
-        order = np.lexsort((pos, hi, lo))  # by edge, rows of an edge in batch order
-        lo, hi, m, pos = lo[order], hi[order], m[order], pos[order]
-        start = np.ones(len(lo), dtype=bool)
-        start[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-        first = np.flatnonzero(start)
-        run = np.cumsum(m)
-        base = np.concatenate(([0], run[first[1:] - 1]))
-        total = run[np.append(first[1:], len(lo)) - 1] - base
-        low = np.minimum.reduceat(run, first) - base  # lowest running sum of each edge
+        packed = int(min(lo.min(), hi.min()) if directed else lo.min()) >= 0 and \
+            int(max(lo.max(), hi.max()) if directed else hi.max()) < LIMIT  # undirected: lo <= hi
+        if packed:  # one int64 key per edge; a stable sort keeps an edge's rows in batch order
+            key = pack(lo, hi)
+            order = np.argsort(key, kind="stable")
+            ks = key[order]
+            start = ks[1:] != ks[:-1]
+        else:
+            order = np.lexsort((np.arange(len(lo)), hi, lo))  # by edge, then batch order
+            los, his = lo[order], hi[order]
+            start = (los[1:] != los[:-1]) | (his[1:] != his[:-1])
+        first = np.concatenate(([0], np.flatnonzero(start) + 1))  # each edge's first sorted row
+        ms = m[order]
+        run = np.cumsum(ms)
+        total = np.add.reduceat(ms, first)
+        low = np.minimum.reduceat(run, first) - (run[first] - ms[first])  # lowest running sum per edge
         rows0 = self._core.rows[0]
+        if packed:
+            index = self._index
+            if index is None or index.rows is not rows0:
+                index = self._index = EdgeIndex(rows0, directed)
+            present = index.contains(ks[first])
+        else:
+            present = np.fromiter(map(contains, map(rows0.get, los[first].tolist(), repeat(_NO_ROW)),
+                                      his[first].tolist()), dtype=bool, count=len(first))
+        settled = (total == 0) & (low + present >= 0)
+        rest = np.flatnonzero(~settled)
+        self.cancelled += len(first) - len(rest)
+        if not len(rest):
+            return
         extra = self._extra
         apply = self._apply
         cancelled = 0
-        for g, u, v, t, mn in zip(first.tolist(), lo[first].tolist(), hi[first].tolist(), total.tolist(),
-                                     low.tolist()):
-            ru = rows0.get(u)
-            if ru is not None and v in ru:
-                key = (u, v)
-                r0 = 1 + extra.get(key, 0) if extra else 1
-            else:
-                key, r0 = None, 0
+        ends = np.append(first[1:], len(order))
+        at = order[first[rest]]  # a row of each remaining edge
+        for g, end, u, v, t, mn, pres in zip(first[rest].tolist(), ends[rest].tolist(), lo[at].tolist(),
+                                             hi[at].tolist(), total[rest].tolist(), low[rest].tolist(),
+                                             present[rest].tolist()):
+            key = (u, v)
+            r0 = (1 + extra.get(key, 0) if extra else 1) if pres else 0
             if r0 + mn >= 0:
                 if not t:
                     cancelled += 1  # the edge's rows net out: no work
@@ -227,20 +271,18 @@ class GraphFrontend:
                 r1 = r0 + t
             else:  # some row deletes more references than there are at that point: replay in order
                 r1 = r0
-                k = g
-                while k == g or (k < len(lo) and not start[k]):
-                    idx = int(pos[k])
-                    new = r1 + w[idx]
+                rows_at = order[g:end] if pos is None else pos[order[g:end]]
+                for idx in rows_at.tolist():
+                    wi = int(weight[idx])
+                    new = r1 + wi
                     if new < 0:
-                        bad.append(BadEdge(idx, s[idx], d[idx], w[idx], None,
-                                           f"delete of {-w[idx]} references, edge has {r1}"
+                        bad.append(BadEdge(idx, int(src[idx]), int(dst[idx]), wi, None,
+                                           f"delete of {-wi} references, edge has {r1}"
                                            if r1 else "delete of an absent edge"))
                     else:
                         r1 = new
-                    k += 1
             if (r0 > 0) != (r1 > 0):
                 apply(u, v, 1 if r1 > 0 else -1)
-            key = (u, v)
             if r1 > 1:
                 extra[key] = r1 - 1
             elif extra:
@@ -248,7 +290,8 @@ class GraphFrontend:
         if bad:
             bad.sort(key=lambda x: x.index)
         self.cancelled += cancelled
-
+        if packed:
+            index.merge()  # the batch pays for its own presence changes
     def _batch_three_consolidated(self, s, d, w, rel, bad) -> None:
         """``three_relation``: multiplicities summed per tuple (linear in the ring ℤ)."""
         acc: dict = {}
@@ -273,6 +316,7 @@ class GraphFrontend:
 
     def _batch_undirected(self, s, d, w, bad) -> None:
         # the hot loop of the benchmark: the edge semantics of _row, inlined
+        self._index = None  # presence changes below bypass _apply: rebuild the index when next asked
         core = self._core
         edge = getattr(core, "update_edge", None)
         if edge is None:  # cores without the shared-delta path
@@ -343,6 +387,8 @@ class GraphFrontend:
 
     def _apply(self, u, v, m) -> None:
         """The core update(s) of one edge whose presence changes (m = ±1)."""
+        if self._index is not None:
+            self._index.note(u, v, m > 0)
         core = self._core
         if self.mode == "directed":
             core.update_self(u, v, m)

@@ -3,6 +3,9 @@
 Against in-order application (``consolidate=False`` and one ``update()`` per row), on random
 batches with deletes and re-inserts of the same edge, repeated references, deletes of absent
 edges and self-loops: the same count, triangles, references and rejected rows after every batch.
+Vertex ids include ones outside [0, 2^31), so batches take both the ``EdgeIndex`` path and the
+path that asks the core's rows; a fourth counter mixes the entry points batch by batch (and
+restores from its snapshot) so the index must follow every presence change.
 """
 
 from __future__ import annotations
@@ -16,7 +19,16 @@ from operators.triangles import ClassicalCounter, TriangleCounter
 
 vertex = st.one_of(st.just(0), st.just(1), st.integers(0, 11))
 row = st.tuples(vertex, vertex, st.sampled_from([1, 1, -1, -1, 2, -2, 0]), st.sampled_from("RSTX"))
-batches = st.lists(st.lists(row, min_size=1, max_size=40), min_size=1, max_size=6)
+WIDE = {9: -5, 10: 2 ** 31, 11: 2 ** 40}  # ids the EdgeIndex cannot pack
+
+
+def _widen(b):
+    return [(WIDE.get(u, u), WIDE.get(v, v), m, r) for u, v, m, r in b]
+
+
+batch = st.lists(row, min_size=1, max_size=40)
+batches = st.lists(st.one_of(batch, batch.map(_widen)), min_size=1, max_size=6)
+how = st.sampled_from(["batch", "in_order", "rows", "restore"])
 
 
 def _state(c):
@@ -25,10 +37,11 @@ def _state(c):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batches, st.sampled_from(["undirected", "directed", "three_relation"]), st.sampled_from([0.0, 0.5, 1.0]))
-def test_consolidated_equals_in_order(bs, mode, eps):
-    net, in_order, rows = (TriangleCounter(eps, mode=mode) for _ in range(3))
-    for b in bs:
+@given(batches, st.sampled_from(["undirected", "directed", "three_relation"]), st.sampled_from([0.0, 0.5, 1.0]),
+       st.lists(how, min_size=6, max_size=6))
+def test_consolidated_equals_in_order(bs, mode, eps, hows):
+    net, in_order, rows, mixed = (TriangleCounter(eps, mode=mode) for _ in range(4))
+    for b, h in zip(bs, hows):
         s = np.array([r[0] for r in b], dtype=np.int64)
         d = np.array([r[1] for r in b], dtype=np.int64)
         w = np.array([r[2] for r in b], dtype=np.int64)
@@ -44,7 +57,17 @@ def test_consolidated_equals_in_order(bs, mode, eps):
                 bad_rows.append(i)
         assert [(x.index, x.reason) for x in bad] == [(x.index, x.reason) for x in bad_in_order]
         assert [x.index for x in bad] == bad_rows
-        assert _state(net) == _state(in_order) == _state(rows)
+        if h == "restore":
+            mixed = TriangleCounter.restore(mixed.snapshot())
+        if h in ("batch", "restore"):
+            mixed.apply_batch(s, d, w, rel)
+        elif h == "in_order":
+            mixed.apply_batch(s, d, w, rel, consolidate=False)
+        else:
+            for u, v, m, r in b:
+                if mode != "three_relation" or r in "RST":
+                    mixed.update(u, v, m, r if mode == "three_relation" else None)
+        assert _state(net) == _state(in_order) == _state(rows) == _state(mixed)
         assert net.rejected == in_order.rejected
 
 
@@ -69,3 +92,25 @@ def test_rejection_depends_on_the_references_at_that_row(mode):
     assert [(b.index, b.reason) for b in bad] == [(0, "delete of an absent edge"),
                                                   (2, "delete of 2 references, edge has 1")]
     assert set(c._core.rows[0].get(1)) == {2} and c._extra.get((1, 2)) == 1  # two references
+
+
+@pytest.mark.parametrize("mode", ["undirected", "directed"])
+def test_presence_index_follows_every_entry_point(mode):
+    # edge (3, 4) changes presence outside the consolidated path, then a batch relies on it
+    c = TriangleCounter(0.5, mode=mode)
+    assert not c.apply_batch([1], [2])  # builds the index
+    for flip in ("in_order", "update", "wide", "restore"):
+        if flip == "in_order":
+            assert not c.apply_batch([3], [4], [1], consolidate=False)
+        elif flip == "update":
+            assert c.update(3, 4, 1) is None
+        elif flip == "wide":  # an id the index cannot pack: the batch asks the rows
+            assert not c.apply_batch([3, 2 ** 40], [4, 5], [1, 1])
+        else:
+            c.apply_batch([3], [4], [1])
+            c = TriangleCounter.restore(c.snapshot())
+        # a delete / re-insert (settled by the index alone) and then a delete must see the edge
+        assert not c.apply_batch([3, 3], [4, 4], [-1, 1]) and set(c._core.rows[0][3]) == {4}
+        assert not c.apply_batch([3], [4], [-1]) and 3 not in c._core.rows[0]
+        bad = c.apply_batch([3], [4], [-1])
+        assert [b.reason for b in bad] == ["delete of an absent edge"]
