@@ -53,14 +53,15 @@ class EdgeIndex:
         keys = self.keys
         gone = np.sort(ks[~on])
         if len(gone) and len(keys):
-            at = np.searchsorted(keys, gone).clip(0, len(keys) - 1)
+            at = np.minimum(np.searchsorted(keys, gone), len(keys) - 1)
             keys = np.delete(keys, at[keys[at] == gone])
         new = np.sort(ks[on])
         if len(new):
             at = np.searchsorted(keys, new)
-            fresh = (at == len(keys)) | (keys[at.clip(0, max(len(keys) - 1, 0))] != new) \
-                if len(keys) else np.ones(len(new), dtype=bool)
-            keys = np.insert(keys, at[fresh], new[fresh])
+            if len(keys):  # a key already there is not inserted twice
+                fresh = (at == len(keys)) | (keys[np.minimum(at, len(keys) - 1)] != new)
+                new, at = new[fresh], at[fresh]
+            keys = np.insert(keys, at, new)
         self.keys = keys
 
     def contains(self, q: np.ndarray) -> np.ndarray:
@@ -69,4 +70,4 @@ class EdgeIndex:
         keys = self.keys
         if not len(keys):
             return np.zeros(len(q), dtype=bool)
-        return keys[np.searchsorted(keys, q).clip(0, len(keys) - 1)] == q
+        return keys[np.minimum(np.searchsorted(keys, q), len(keys) - 1)] == q

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.triangles import ClassicalCounter, TriangleCounter
+from operators.triangles.edgeindex import EdgeIndex, pack
 
 vertex = st.one_of(st.just(0), st.just(1), st.integers(0, 11))
 row = st.tuples(vertex, vertex, st.sampled_from([1, 1, -1, -1, 2, -2, 0]), st.sampled_from("RSTX"))
@@ -114,3 +115,19 @@ def test_presence_index_follows_every_entry_point(mode):
         assert not c.apply_batch([3], [4], [-1]) and 3 not in c._core.rows[0]
         bad = c.apply_batch([3], [4], [-1])
         assert [b.reason for b in bad] == ["delete of an absent edge"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(-2, 6), st.integers(-2, 6), st.booleans()), max_size=12), max_size=5),
+       st.booleans())
+def test_edge_index_equals_a_set(rounds, directed):
+    # notes in any order (repeats, toggles, ids it cannot pack), merged and asked between rounds
+    index, present = EdgeIndex({}, directed), set()
+    for notes in rounds:
+        for u, v, on in notes:
+            index.note(u, v, on)
+            e = (u, v) if directed or u <= v else (v, u)
+            (present.add if on else present.discard)(e)
+        q = [(u, v) for u in range(7) for v in range(7) if directed or u <= v]
+        got = index.contains(pack(np.array([u for u, _ in q]), np.array([v for _, v in q])))
+        assert [e for e, g in zip(q, got) if g] == [e for e in q if e in present]
