@@ -11,7 +11,22 @@ RSS of the driver's Python process, of the driver JVM, and of the executor JVMs.
 
     .venv/bin/python -m bench.statestore --rows 20000 --updates 5000
 
-Figures go to bench/results/statestore.md (with the machine's load average: it is shared).
+``--tpch SF``: TPC-H lineitem (l_orderkey, l_linenumber, l_quantity, l_extendedprice,
+l_shipdate) at SF bulk-loaded into its Delta mirror once; per run a copy of it, 1, 3 or 10
+sketches registered (``GROUP BY l_orderkey`` with HAVING on SUM or MAX, varied constants; one
+group per order, so each sketch adds ~1.5 M groups at SF1), ``--batches`` x ``--batch`` random
+lineitem changes (updates, deletes, inserts) queued before the start. Run 1 starts over the
+loaded mirror: capture at registration, then the batches; run 2 is a restart with as many
+changes again. Each on ``local-cluster[2,1,2048]`` (executors in their own JVMs, so the driver's
+RSS is the driver's): peak RSS of the driver Python, the driver JVM and the executors; capture
+seconds; the state (Spark's stateOperators numRowsTotal / memoryUsedBytes for statestore, the
+engine's state entries for memory); seconds from process start to run 2's first batch;
+records/s of run 2's batches.
+
+    .venv/bin/python -m bench.statestore --tpch 1 --sketches 1,3,10 --backends memory,statestore
+
+Figures go to bench/results/statestore.md (statestore_tpch.md with --tpch), with the
+machine's load average: it is shared.
 """
 
 from __future__ import annotations
@@ -110,26 +125,29 @@ def _cmd(pid: int) -> bytes:
         return b""
 
 
-def run(config_path: Path) -> dict:
+def run(config_path: Path, keep: Path | None = None) -> dict:
     """One job run to the end of the topic: seconds, first-batch seconds, RSS peaks (MB)."""
     t0, t0_utc = time.monotonic(), time.time()
     proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(config_path),
                              "--available-now", "--no-ui"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = {"driver_py": 0.0, "driver_jvm": 0.0, "executors": 0.0}
+    peak = {"driver_py": 0.0, "driver_jvm": 0.0, "executors": 0.0, "workers": 0.0}
     done = threading.Event()
 
     def sample():
         while not done.is_set():
             peak["driver_py"] = max(peak["driver_py"], _rss_mb(proc.pid))
-            ex, jvm = 0.0, 0.0
+            ex, jvm, wk = 0.0, 0.0, 0.0
             for c in _children(proc.pid):
                 cmd = _cmd(c)
                 if b"CoarseGrainedExecutorBackend" in cmd:
                     ex += _rss_mb(c)
                 elif b"java" in cmd and b"SparkSubmit" in cmd:
                     jvm = max(jvm, _rss_mb(c))
+                elif b"pyspark" in cmd:
+                    wk += _rss_mb(c)
             peak["executors"] = max(peak["executors"], ex)
+            peak["workers"] = max(peak["workers"], wk)
             peak["driver_jvm"] = max(peak["driver_jvm"], jvm)
             time.sleep(0.2)
 
@@ -143,6 +161,8 @@ def run(config_path: Path) -> dict:
             first = time.monotonic() - t0
     proc.wait()
     done.set()
+    if keep is not None:
+        keep.write_text("".join(lines))
     th.join()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -163,7 +183,190 @@ def batch_figures(lake: Path, after_utc: float) -> dict:
     rows.sort(key=lambda r: r["started_at"])
     busy = sum((r["finished_at"] - r["started_at"]).total_seconds() for r in rows)
     return {"records": sum(r["records_in"] for r in rows), "batch_s": busy, "batches": len(rows),
+            "batch0_s": round((rows[0]["finished_at"] - rows[0]["started_at"]).total_seconds(), 1) if rows else None,
             "to_first_batch_s": rows[0]["started_at"].timestamp() - after_utc if rows else None}
+
+
+LINEITEM = {"l_orderkey": "long", "l_linenumber": "int", "l_quantity": "decimal(15,2)",
+            "l_extendedprice": "decimal(15,2)", "l_shipdate": "date"}
+
+
+def tpch_sketches(n: int, fragments: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            sql = (f"SELECT l_orderkey, SUM(l_quantity) AS qty FROM lineitem GROUP BY l_orderkey "
+                   f"HAVING SUM(l_quantity) > {250 + 5 * i}")
+        else:
+            sql = (f"SELECT l_orderkey, MAX(l_extendedprice) AS top FROM lineitem GROUP BY l_orderkey "
+                   f"HAVING MAX(l_extendedprice) > {90000 + 1000 * i}")
+        out.append({"name": f"q{i}", "sql": sql, "partition": "lineitem.l_orderkey", "fragments": fragments})
+    return out
+
+
+def tpch_config(root: Path, bootstrap: str, topic: str, backend: str, n: int, master: str, args) -> dict:
+    return {
+        "job": {"name": f"t{backend[:3]}{n}", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
+                "trigger_interval_s": 0.5},
+        "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": args.batch},
+        "spark": {"master": master, "ui": False, "driver_memory": "1g", "shuffle_partitions": 4},
+        "state": {"backend": backend, "cdc_buckets": 64},
+        "sketch": {"snapshot_every": 1000},  # the memory backend's snapshots are not what is compared here
+        "tables": [{"name": "lineitem", "topic": topic, "primary_key": ["l_orderkey", "l_linenumber"],
+                    "columns": LINEITEM}],
+        "sketches": tpch_sketches(n, args.fragments),
+    }
+
+
+def build_tpch_base(base: Path, sf: float) -> None:
+    """The lineitem mirror at ``sf``, loaded once (a Spark application of its own, then gone)."""
+    if (base / "_done").exists():
+        return
+    code = f"""
+import shutil, sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from connectors import delta_sink as sink
+from streaming_app.config import SparkConfig, parse_config
+from streaming_app.demo_run import tpch_subset
+from streaming_app.spark_session import SessionOptions, build_session
+base = Path({str(base)!r})
+shutil.rmtree(base, ignore_errors=True)
+spark = build_session(SparkConfig(master="local[2]", ui=False, driver_memory="4g"), SessionOptions(app_name="base", ui=False))
+cols = {LINEITEM!r}
+cfg = parse_config({{"job": {{"lake_root": str(base)}}, "tables": [{{"name": "lineitem", "topic": "lineitem",
+                    "primary_key": ["l_orderkey", "l_linenumber"], "columns": cols}}]}})
+path = sink.ensure_mirror(spark, sink.Lake(base), cfg.table("lineitem"))
+df = spark.read.parquet(str(tpch_subset({sf}) / "lineitem.parquet")).select(*cols)
+for c, typ in cols.items():
+    df = df.withColumn(c, df[c].cast(sink.spark_ddl_type(typ)))
+df.repartitionByRange(16, "l_orderkey").sortWithinPartitions("l_orderkey", "l_linenumber").write.format("delta").mode("append").save(path)
+print("base lineitem", spark.read.format("delta").load(path).count(), "rows", flush=True)
+spark.stop()
+(base / "_done").write_text("ok")
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def tpch_changes(base: Path, sf: float, seed: int):
+    """A ``LineitemChanges`` over a sample of the loaded rows (bench/streaming_sketch.py's)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from bench.streaming_sketch import LineitemChanges
+    from streaming_app.demo_run import tpch_subset
+
+    li = pq.read_table(tpch_subset(sf) / "lineitem.parquet", columns=list(LINEITEM))
+    idx = np.random.default_rng(seed).choice(li.num_rows, size=min(li.num_rows, 50_000), replace=False)
+    rows = li.take(np.sort(idx)).to_pylist()
+    for r in rows:
+        r["l_linenumber"] = int(r["l_linenumber"])
+    return LineitemChanges(rows, seed)
+
+
+def _last_metrics(lake: Path, after_utc: float) -> dict:
+    import json
+
+    from deltalake import DeltaTable
+
+    rows = [r for r in DeltaTable(str(lake / "batches")).to_pyarrow_table().to_pylist()
+            if r["started_at"].timestamp() >= after_utc]
+    rows.sort(key=lambda r: r["batch_id"])
+    return json.loads(rows[-1]["metrics"] or "{}") if rows else {}
+
+
+def tpch_main(args) -> None:
+    import json
+    import shutil
+
+    work = Path(os.environ.get("BENCH_DIR", "/tmp/statestore/bench"))
+    base = work / f"base-sf{args.tpch:g}"
+    build_tpch_base(base, args.tpch)
+    broker = EmbeddedBroker(work / "kafka", port=free_port()).start()
+    master = "local-cluster[2,1,2048]"
+    results = []
+    try:
+        for backend in args.backends.split(","):
+            for n in (int(x) for x in args.sketches.split(",")):
+                name = f"{backend}-sf{args.tpch:g}-{n}"
+                root = work / name
+                shutil.rmtree(root, ignore_errors=True)
+                root.mkdir(parents=True)
+                shutil.copytree(base, root / "lake")
+                topic = f"tpch.{name}.{int(time.time())}"
+                create_topics(broker.bootstrap, [topic], partitions=1)
+                data = tpch_config(root, broker.bootstrap, topic, backend, n, master, args)
+                path = root / "job.toml"
+                path.write_text(dump_toml(data))
+                table = parse_config(data).table("lineitem")
+                gen = tpch_changes(base, args.tpch, seed=5)
+                prod = CdcProducer(broker.bootstrap)
+
+                def produce_changes(k: int) -> None:
+                    for _ in range(k):
+                        prod.send(table, *gen.next())
+                    prod.flush()
+
+                produce_changes(args.batches * args.batch)
+                load1 = os.getloadavg()[0]
+                first = run(path, keep=root / "run1.log")
+                f1 = batch_figures(root / "lake", first["t0_utc"])
+                produce_changes(args.batches * args.batch)
+                load2 = os.getloadavg()[0]
+                second = run(path, keep=root / "run2.log")
+                f2 = batch_figures(root / "lake", second["t0_utc"])
+                prod.close()
+                m = _last_metrics(root / "lake", second["t0_utc"]).get("sketches", {})
+                cap = {}
+                if backend == "statestore":
+                    cap = json.loads((root / "ckpt" / "ivmstream_capture.json").read_text()) \
+                        if (root / "ckpt" / "ivmstream_capture.json").exists() else {}
+                    ops = m.get("state_operators", {})
+                    state_rows = sum((o.get("numRowsTotal") or 0) for o in ops.values())
+                    state_mb = sum((o.get("memoryUsedBytes") or 0) for o in ops.values()) / 2**20
+                    capture_s = (cap.get("seconds") or {}).get("total")
+                    prog = root / "ckpt" / "ivmstream_last_progress.json"
+                    if prog.exists():
+                        shutil.copy(prog, ROOT / "bench" / "results" / f"statestore_progress_sf{args.tpch:g}_{n}.json")
+                else:
+                    state_rows, state_mb = m.get("state_size"), None
+                    capture_s = _memory_capture_s(root / "run1.log")
+                r = {"backend": backend, "sf": args.tpch, "sketches": n, "load": f"{load1:.1f}/{load2:.1f}",
+                     "capture_s": capture_s, "run1_s": round(first["s"], 1),
+                     "run1_batch0_s": f1.get("batch0_s"),
+                     "restart_to_first_batch_s": round(f2["to_first_batch_s"] or 0, 1),
+                     "rec_per_s": round(f2["records"] / max(f2["batch_s"], 1e-9), 1),
+                     "state_rows": state_rows, "state_mb": None if state_mb is None else round(state_mb),
+                     "driver_py_mb": round(max(first["driver_py"], second["driver_py"])),
+                     "driver_jvm_mb": round(max(first["driver_jvm"], second["driver_jvm"])),
+                     "executors_mb": round(max(first["executors"], second["executors"])),
+                     "workers_mb": round(max(first["workers"], second["workers"]))}
+                results.append(r)
+                print(r, flush=True)
+                shutil.rmtree(root / "lake", ignore_errors=True)
+    finally:
+        broker.stop()
+    out = Path(args.out or ROOT / "bench" / "results" / f"statestore_tpch_sf{args.tpch:g}.md")
+    keys = list(results[0]) if results else []
+    lines = [f"# statestore vs memory backend at TPC-H SF{args.tpch:g} (bench/statestore.py --tpch {args.tpch:g} "
+             f"--sketches {args.sketches} --batches {args.batches} --batch {args.batch})", "",
+             "One run each on a shared 2-core machine (load average at the start of run 1 / run 2 in `load`), "
+             "`local-cluster[2,1,2048]`. RSS in MB (peak over both runs); workers = the executors' Python "
+             "workers. state_rows: Spark's stateOperators numRowsTotal summed over the three operators "
+             "(statestore) or the engine's state entries (memory), after run 2's next-to-last batch.", "",
+             "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in results]
+    out.write_text("\n".join(lines) + "\n")
+    (out.with_suffix(".json")).write_text(json.dumps(results, indent=1))
+    print("\n".join(lines))
+
+
+def _memory_capture_s(log: Path) -> float | None:
+    """Seconds of the memory backend's captures at start, from its lines ("captured from the mirrors ... in N ms")."""
+    import re
+
+    ms = [float(x) for x in re.findall(r"captured from the mirrors, [\d,]+ rows in (\d+) ms", log.read_text())]
+    return round(sum(ms) / 1000, 1) if ms else None
 
 
 def main() -> None:
@@ -172,8 +375,18 @@ def main() -> None:
     ap.add_argument("--updates", type=int, default=5000)
     ap.add_argument("--max-offsets", type=int, default=5000)
     ap.add_argument("--only", default=None, help="comma list of run names (mem1, mem10, ss1, ss10, ss10x1)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "statestore.md"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--tpch", type=float, default=None, help="TPC-H scale factor: the lineitem runs (see above)")
+    ap.add_argument("--sketches", default="1,3,10")
+    ap.add_argument("--backends", default="memory,statestore")
+    ap.add_argument("--batches", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=2000)
+    ap.add_argument("--fragments", type=int, default=256)
     args = ap.parse_args()
+    if args.tpch is not None:
+        tpch_main(args)
+        return
+    args.out = args.out or str(ROOT / "bench" / "results" / "statestore.md")
     work = Path(os.environ.get("BENCH_DIR", "/tmp/statestore/bench"))
     broker = EmbeddedBroker(work / "kafka", port=free_port()).start()
     plan = [("mem1", "memory", 1, "local[2]"), ("mem10", "memory", 10, "local[2]"),

@@ -108,5 +108,36 @@ class KeyedPipeline:
                 changes[name][0 if ch > 0 else 1].add(f)
         return plans, deltas, changes
 
+    def capture(self, tables: dict, primary_keys: dict, slice_size: int = 5) -> None:
+        """Initial state from ``tables`` ({table: pa.Table of its rows}) the way the Spark
+        capture builds it (``operators.keyed.capture``): slices of ``slice_size`` rows, then
+        groups, then μ; the state must be empty before."""
+        import pickle
+
+        import pyarrow as pa
+
+        from operators.keyed.capture import ARROW_SCHEMA, merge_groups, slice_rows
+
+        stage1 = []
+        for table, rows in tables.items():
+            for off in range(0, rows.num_rows, slice_size):
+                stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table],
+                                     list(self.queries.values()), self.buckets).to_pylist()
+        partials = pa.Table.from_pylist([r for r in stage1 if r["k1"].startswith("g:")], schema=ARROW_SCHEMA)
+        stage2 = merge_groups(self.queries, partials).to_pylist()
+        weights: dict = defaultdict(int)
+        for r in stage1:
+            if r["k1"].startswith("f:"):
+                weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
+            elif not r["k1"].startswith("g:"):
+                key, img = pickle.loads(r["a"])
+                self.cdc[(r["k1"], int(r["k2"]))].put(key, img)
+        for r in stage2:
+            if r["k1"].startswith("f:"):
+                weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
+            else:
+                self.groups[(r["k1"][2:], r["k2"])] = r["a"]
+        self.mu.update({k: x for k, x in weights.items() if x})
+
     def sketch(self, name: str) -> set:
         return {f for (n, f) in self.mu if n == name}

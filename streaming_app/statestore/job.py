@@ -16,6 +16,10 @@ partition per shuffle partition, pinned by the checkpoint) on the executors. Wha
 driver per batch is that batch's changed keys (for the mirror), its sketch changes and counts,
 never operator state. The current sketch of each query (at most its fragment count of ids) is
 an output the driver keeps to write ``sketches``; it is read back from that table at start.
+
+A fresh checkpoint over mirrors that hold rows starts from a capture (``capture``): Spark jobs
+build the three operators' initial state from the mirrors at pinned versions, and batch 0 loads
+it through ``transformWithState(initialState=...)``.
 """
 
 from __future__ import annotations
@@ -115,10 +119,7 @@ class StatestoreJob(IngestJob):
                               "give them in the config ([[sketches]] boundaries = [...]) or register them on a mirror "
                               "that has data")
         fresh = not (Path(self.cfg.checkpoint_dir) / "commits").exists()
-        if fresh and any(sink.latest_version(spark, lake.mirror(t.name)) > 0 for t in self.cfg.tables):
-            raise ConfigError("[state] backend = \"statestore\" starts from an empty lake: its keyed state is built "
-                              "from the CDC stream, and a capture of existing mirrors into the state store is not "
-                              "built yet (issue 24); start it on a new lake root, or use backend = \"memory\"")
+        versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in self.cfg.tables} if fresh else {}
         schemas = {t.name.lower(): sink.arrow_schema(t) for t in self.cfg.tables}
         from operators.keyed.sketch import KeyedQuery
 
@@ -126,6 +127,30 @@ class StatestoreJob(IngestJob):
             KeyedQuery(n, r.sql, r.partitions(), schemas)  # refuses unsupported shapes here, on the driver
             self.specs.append((n, r.sql, r.partitions(), schemas))
         self._pin_queries(fresh)
+        if fresh:
+            self._capture(spark, versions)
+
+    def _capture(self, spark, versions: dict) -> None:
+        """A fresh checkpoint over non-empty mirrors: the keyed operators' initial state from the
+        mirrors at ``versions``, built on the executors (``capture``), and the captured sketch."""
+        from streaming_app.sketches import outputs
+        from streaming_app.statestore import capture
+
+        pin = Path(self.cfg.checkpoint_dir) / capture.FILE
+        if not any(v > 0 for v in versions.values()):
+            pin.unlink(missing_ok=True)
+            return
+        rec = capture.run_capture(spark, self.cfg, self.lake, self.specs, versions)
+        queries = self._keyed()
+        current: dict = {n: {} for n in queries}
+        for name, g in rec["sketch"]:
+            table, frag = queries[name].split_fragment(g)
+            current[name].setdefault(table, set()).add(frag)
+        rows = [_SketchRow(self.regs[n], q, current[n], rec["versions"]) for n, q in sorted(queries.items())]
+        outputs.write_sketch_rows(spark, self.lake, rows, batch_id=-1, app_id=None)
+        print(f"[{self.cfg.name}] statestore capture: {rec['images']:,} last images, {rec['groups']:,} groups, "
+              f"{rec['fragments']:,} sketch fragments from the mirrors at versions {rec['versions']} in "
+              f"{rec['seconds']['total']} s (executors)", flush=True)
 
     def _pin_queries(self, fresh: bool) -> None:
         """The queries are part of the operators' state: a checkpoint keeps the set it began with."""
@@ -145,9 +170,25 @@ class StatestoreJob(IngestJob):
         cfg = self.cfg
         rows = kafka_df.select("topic", "partition", "offset", "key", "value", "headers").mapInArrow(
             _decoder(cfg, cfg.state.cdc_buckets), P.ROW_SCHEMA)
-        for proc in (P.CdcProcessor(self.specs), P.GroupProcessor(self.specs), P.MuProcessor()):
-            rows = rows.groupBy("k1", "k2").transformWithState(proc, P.ROW_SCHEMA, "Append", "None")
+        init = (None, None, None)
+        rec = self._first_batch_capture()
+        if rec is not None:  # Spark loads an initial state in batch 0 only
+            from streaming_app.statestore.capture import initial_states
+
+            init = initial_states(self.spark, rec)
+        procs = (P.CdcProcessor(self.specs), P.GroupProcessor(self.specs), P.MuProcessor())
+        for proc, state in zip(procs, init):
+            rows = rows.groupBy("k1", "k2").transformWithState(proc, P.ROW_SCHEMA, "Append", "None",
+                                                               initialState=state)
         return rows
+
+    def _first_batch_capture(self) -> dict | None:
+        """The pinned capture while batch 0 has not committed (a re-run of batch 0 loads it again)."""
+        from streaming_app.statestore.capture import pinned
+
+        if (Path(self.cfg.checkpoint_dir) / "commits" / "0").exists():
+            return None
+        return pinned(self.cfg.checkpoint_dir)
 
     # -- one batch -------------------------------------------------------------------------------
     def _process_batch(self, batch_df, batch_id: int) -> None:
@@ -236,6 +277,8 @@ class StatestoreJob(IngestJob):
             (cur.add if change > 0 else cur.discard)(frag)
         # every query whose table changed gets its row (the mirror version moves), as the memory backend
         touched = {n for n, q in queries.items() if any(t.lower() == q.table for t in ctx.changed_tables)}
+        if ctx.batch_id == 0 and self._first_batch_capture() is not None:
+            touched = set(queries)  # as the memory backend writes every captured query's row in its first batch
         deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
         app = f"{ctx.app_id}:sketches"
         outputs.write_deltas(spark, self.lake, deltas, ctx.batch_id, f"{app}:deltas")
@@ -254,6 +297,8 @@ class StatestoreJob(IngestJob):
         if not p:
             return {}
         ops = p.get("stateOperators", []) if isinstance(p, dict) else []
+        if hasattr(p, "prettyJson"):  # the whole progress, for a look without the UI (README)
+            (Path(self.cfg.checkpoint_dir) / "ivmstream_last_progress.json").write_text(p.prettyJson)
         return {name: {k: op.get(k) for k in ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "memoryUsedBytes",
                                               "commitTimeMs", "allUpdatesTimeMs")}
                 for name, op in zip(STATE_OPERATORS, ops)}

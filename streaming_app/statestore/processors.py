@@ -95,6 +95,10 @@ class CdcProcessor(StatefulProcessor):
     def init(self, handle) -> None:
         self.images = handle.getMapState("cdc_last_image_v1", "pk string", "image binary")
 
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        """Capture at registration (batch 0 of a checkpoint only): one last image."""
+        self.images.updateValue((initialState.pk,), (initialState.a,))
+
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.pipeline import stage_cdc
         from operators.keyed.sketch import encode_delta
@@ -133,6 +137,9 @@ class GroupProcessor(StatefulProcessor):
     def init(self, handle) -> None:
         self.group = handle.getValueState("imp_group_v1", "blob binary")
 
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        self.group.update((initialState.a,))
+
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.sketch import decode_delta
 
@@ -161,6 +168,9 @@ class MuProcessor(StatefulProcessor):
 
     def init(self, handle) -> None:
         self.count = handle.getValueState("mu_fragment_v1", "count long")
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        self.count.update((int(initialState.w),))
 
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.sketch import mu_step

@@ -30,12 +30,12 @@ def config_data(root, bootstrap: str, backend: str, *, name: str = "ss", topic: 
     }
 
 
-def history(n: int, keys: int = 60, seed: int = 7, truncate_every: int = 0) -> list[tuple]:
+def history(n: int, keys: int = 60, seed: int = 7, truncate_every: int = 0, live: dict | None = None) -> list[tuple]:
     """[(op, before, after)] of one live table: inserts, updates (also of the group and the
     partition attribute), deletes, keys that come back, and a truncate (op "t") every
-    ``truncate_every`` events."""
+    ``truncate_every`` events. ``live``: id -> row the table holds before (updated in place)."""
     rnd = random.Random(seed)
-    live: dict = {}
+    live = {} if live is None else live
     out = []
     for i in range(n):
         if truncate_every and i and i % truncate_every == 0:
@@ -64,8 +64,15 @@ def send(prod, table, events) -> None:
     prod.flush()
 
 
-def final_rows(events) -> dict:
-    live: dict = {}
+def rows(n: int, keys: int, seed: int) -> dict:
+    """id -> row: ``n`` random rows of t (a mirror's content before the stream starts)."""
+    rnd = random.Random(seed)
+    return {k: {"id": k, "g": rnd.randrange(8), "v": rnd.randrange(100), "p": rnd.randrange(100)}
+            for k in rnd.sample(range(keys), n)}
+
+
+def final_rows(events, live: dict | None = None) -> dict:
+    live = dict(live or {})
     for op, before, after in events:
         if op == "t":
             live.clear()

@@ -45,9 +45,10 @@ ops = st.lists(st.tuples(st.sampled_from("iiuudt~"), st.integers(0, 7), st.integ
                min_size=1, max_size=60)
 
 
-def _history(raw):
-    """Raw draws -> CdcEvents in log order, as Debezium would send them for a live table."""
-    live: dict = {}
+def _history(raw, live=None):
+    """Raw draws -> CdcEvents in log order, as Debezium would send them for a live table
+    (``live``: key -> row the table holds before, as after a capture)."""
+    live = dict(live or {})
     events = []
     for off, (op, i, g, v, p) in enumerate(raw):
         key = (i,)
@@ -88,7 +89,12 @@ def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets):
     memory = {n: SketchMaintainer(sql, PART) for n, sql in QUERIES.items()}
     for m in memory.values():
         m.initialize({"t": _table([])})
-    mirror: dict = {}
+    _compare_batches(events, cuts, pipe, keyed, memory, {}, buckets)
+
+
+def _compare_batches(events, cuts, pipe, keyed, memory, mirror, buckets):
+    """Feed ``events`` in batches of ``cuts`` to the keyed pipeline and to the memory path (the
+    mirror as a dict, its exact difference, ``SketchMaintainer.apply``); compare every batch."""
     pos, k = 0, 0
     while pos < len(events):
         batch = events[pos:pos + cuts[k % len(cuts)]]
@@ -120,6 +126,27 @@ def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets):
     held = {key: img for (t, b), s in pipe.cdc.items() for key, img in s.items()
             if bucket_of(key, buckets) == b}
     assert held == mirror
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(initial=st.dictionaries(st.integers(0, 9), st.tuples(st.integers(0, 3), st.integers(0, 10), st.integers(-1, 11)),
+                               max_size=10),
+       raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]),
+       slice_size=st.integers(1, 6))
+def test_capture_then_history_equals_memory_engine(initial, raw, cuts, buckets, slice_size):
+    """Capture at registration: the keyed state built slice by slice from a non-empty table (as
+    the Spark capture does), then a random history that updates and deletes the captured rows,
+    against the memory engine initialized on the same table."""
+    rows = {(i,): _row(i, g, v, p) for i, (g, v, p) in initial.items()}
+    keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in QUERIES.items()]
+    pipe = KeyedPipeline(keyed, buckets=buckets)
+    pipe.capture({"t": _table(list(rows.values()))}, {"t": ["id"]}, slice_size=slice_size)
+    memory = {n: SketchMaintainer(sql, PART) for n, sql in QUERIES.items()}
+    for n, m in memory.items():
+        m.initialize({"t": _table(list(rows.values()))})
+        q = next(q for q in keyed if q.name == n)
+        assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(n)) == m.sketch["t"], n  # the captured sketch
+    _compare_batches(_history(raw, rows), cuts, pipe, keyed, memory, dict(rows), buckets)
 
 
 def test_truncate_deletes_every_held_image_and_keeps_what_follows():

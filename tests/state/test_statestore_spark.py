@@ -63,3 +63,46 @@ def test_statestore_backend_equals_memory_backend(spark, kafka_broker, tmp_path)
     images = spark.read.format("statestore").option("operatorId", cdc).option("stateVarName", "cdc_last_image_v1") \
         .load(str(cfgs["statestore"].checkpoint_dir))
     assert images.count() == len(final_rows(events))  # one last image per live key, none for deleted ones
+
+
+def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kafka_broker, tmp_path):
+    """Capture at registration: both backends start on mirrors that already hold rows (loaded
+    before the stream), then a history that updates, deletes and truncates the captured rows.
+    The statestore job builds its keyed state from the mirrors with Spark (initialState of its
+    first batch); a second run (a restart past batch 0) must not load it again."""
+    import pyarrow as pa
+
+    from connectors import delta_sink as sink
+    from tests.state.statestore_fixture import COLUMNS, rows
+
+    topic = "sscap.t"
+    create_topics(kafka_broker.bootstrap, [topic], partitions=1)
+    loaded = rows(45, keys=60, seed=5)
+    cfgs = {b: parse_config(config_data(tmp_path / b, kafka_broker.bootstrap, b, name=f"sc{b}", topic=topic))
+            for b in ("memory", "statestore")}
+    for cfg in cfgs.values():  # the mirrors as a bulk load leaves them: one Delta commit of rows
+        path = sink.ensure_mirror(spark, sink.Lake(cfg.lake_root), cfg.table("t"))
+        tbl = pa.Table.from_pylist(list(loaded.values()), schema=pa.schema([(c, pa.int64()) for c in COLUMNS]))
+        spark.createDataFrame(tbl).write.format("delta").mode("append").save(path)
+    live = dict(loaded)
+    first = history(160, keys=60, seed=12, truncate_every=0, live=live)
+    second = history(120, keys=60, seed=13, truncate_every=70, live=live)
+    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    prod = CdcProducer(kafka_broker.bootstrap)
+    for events, upto in ((first, first), (second, first + second)):
+        send(prod, cfgs["memory"].table("t"), events)
+        for cfg in cfgs.values():
+            run_job(cfg, available_now=True, quiet=True, spark=spark)
+        want = sorted(tuple(str(r[c]) for c in ("id", "g", "v", "p")) for r in final_rows(upto, loaded).values())
+        assert table_rows(spark, lake["statestore"] / "mirrors" / "t") == want
+        for table, drop in COMPARED.items():
+            a = table_rows(spark, lake["memory"] / table, drop)
+            b = table_rows(spark, lake["statestore"] / table, drop)
+            assert a == b, f"{table}: memory and statestore differ"
+    prod.close()
+    deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
+    assert {d[4] for d in deltas} == {"1", "-1"}
+    from streaming_app.statestore.capture import pinned
+
+    rec = pinned(cfgs["statestore"].checkpoint_dir)
+    assert rec["images"] == len(loaded) and rec["versions"]["t"] >= 1

@@ -1,0 +1,128 @@
+"""Capture at registration for the statestore backend: the keyed operators' initial state from
+the Delta mirrors, as Spark jobs on the executors (``operators.keyed.capture`` per slice).
+
+A fresh checkpoint over non-empty mirrors starts from this capture: every mirror is read at
+the Delta version pinned here (so a first batch re-run after a crash, whose MERGE may already
+have moved the mirror, starts from the same state), and three parquet folders under the
+checkpoint hold each operator's initial rows::
+
+    capture/rows   stage 1 (mapInArrow per mirror slice): last images; partial groups; weights
+    capture/groups stage 2 (applyInArrow per (query, group)): imp_group_v1 blobs; weights
+    capture/mu     stage 3 (sum per (query, fragment)): mu_fragment_v1 counts > 0
+
+``transformWithState(initialState=...)`` loads them into the state store in the query's first
+batch (Spark applies an initial state only in batch 0 of a checkpoint). What reaches the driver
+is the captured sketch (one row per fragment in it, at most the fragment count per query) and
+row counts, never a table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from operators.keyed.capture import CAPTURE_SCHEMA
+
+FILE = "ivmstream_capture.json"
+
+
+def pinned(checkpoint_dir) -> dict | None:
+    """The capture a checkpoint started from ({"versions", "dir", ...}), or None."""
+    p = Path(checkpoint_dir) / FILE
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
+    """Build the initial state of the three keyed operators from the mirrors at ``versions``;
+    write it under the checkpoint and pin it there. Returns the pinned record (with figures)."""
+    from pyspark.sql import functions as F
+
+    t0 = time.perf_counter()
+    out = Path(cfg.checkpoint_dir) / "capture"
+    buckets = cfg.state.cdc_buckets
+    sc = spark.sparkContext
+    frames = []
+    for t in cfg.tables:
+        cols = list(t.column_names)
+        df = (spark.read.format("delta").option("versionAsOf", versions[t.name]).load(lake.mirror(t.name))
+              .select(*cols))
+        frames.append(df.mapInArrow(_slices(t.name, list(t.primary_key), specs, buckets), CAPTURE_SCHEMA))
+    rows = frames[0]
+    for f in frames[1:]:
+        rows = rows.unionAll(f)
+    sc.setJobDescription("ivmstream capture: last images and partial groups from the mirrors")
+    rows.write.mode("overwrite").parquet(str(out / "rows"))
+    t1 = time.perf_counter()
+    rows = spark.read.parquet(str(out / "rows"))
+    sc.setJobDescription("ivmstream capture: group states")
+    (rows.filter(F.col("k1").startswith("g:")).groupBy("k1", "k2").applyInArrow(_groups(specs), CAPTURE_SCHEMA)
+     .write.mode("overwrite").parquet(str(out / "groups")))
+    t2 = time.perf_counter()
+    groups = spark.read.parquet(str(out / "groups"))
+    weights = rows.filter(F.col("k1").startswith("f:")).unionAll(groups.filter(F.col("k1").startswith("f:")))
+    sc.setJobDescription("ivmstream capture: fragment counts")
+    (weights.groupBy("k1", "k2").agg(F.sum("w").alias("w")).filter(F.col("w") != 0)
+     .select("k1", "k2", F.lit(None).cast("string").alias("pk"), "w", F.lit(None).cast("binary").alias("a"))
+     .write.mode("overwrite").parquet(str(out / "mu")))
+    t3 = time.perf_counter()
+    mu = spark.read.parquet(str(out / "mu"))
+    sc.setJobDescription("ivmstream capture: counts")
+    counts = {r["kind"]: r["n"] for r in rows.select(
+        F.when(F.col("k1").startswith("g:"), "partials").when(F.col("k1").startswith("f:"), "weights")
+        .otherwise("images").alias("kind")).groupBy("kind").agg(F.count("*").alias("n")).collect()}
+    sketch = [(r["k1"][2:], int(r["k2"]), int(r["w"])) for r in mu.select("k1", "k2", "w").collect()]
+    if any(w < 0 for _, _, w in sketch):
+        from operators.errors import InvariantError
+
+        raise InvariantError("capture: a fragment count below zero")
+    record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out),
+              "images": int(counts.get("images", 0)), "groups": groups.filter(F.col("k1").startswith("g:")).count(),
+              "fragments": len(sketch), "sketch": sorted((q, f) for q, f, _ in sketch),
+              "seconds": {"rows": round(t1 - t0, 1), "groups": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
+                          "total": round(time.perf_counter() - t0, 1)}}
+    sc.setJobDescription(None)
+    (Path(cfg.checkpoint_dir) / FILE).write_text(json.dumps(record, indent=1))
+    return record
+
+
+def initial_states(spark, record: dict) -> tuple:
+    """(CDC, group, μ) initial states as GroupedData keyed (k1, k2) like the operators' input."""
+    from pyspark.sql import functions as F
+
+    out = Path(record["dir"])
+    rows = spark.read.parquet(str(out / "rows"))
+    cdc = rows.filter(~F.col("k1").startswith("g:") & ~F.col("k1").startswith("f:"))
+    groups = spark.read.parquet(str(out / "groups")).filter(F.col("k1").startswith("g:"))
+    mu = spark.read.parquet(str(out / "mu"))
+    return tuple(df.groupBy("k1", "k2") for df in (cdc, groups, mu))
+
+
+def _slices(table: str, primary_key: list, specs: list, buckets: int):
+    def fn(batches):
+        import pyarrow as pa
+
+        from operators.keyed.capture import slice_rows
+        from streaming_app.statestore.processors import _Queries
+
+        qs = [q for q in _Queries(specs).all().values() if q.table == table.lower()]
+        for rb in batches:
+            if rb.num_rows:
+                yield from slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets).to_batches()
+
+    return fn
+
+
+def _groups(specs: list):
+    queries = None
+
+    def fn(tbl):
+        nonlocal queries
+        from operators.keyed.capture import merge_groups
+        from streaming_app.statestore.processors import _Queries
+
+        if queries is None:
+            queries = _Queries(specs).all()
+        return merge_groups(queries, tbl)
+
+    return fn
