@@ -5,31 +5,40 @@ The state the keyed pipeline would hold after one batch that inserts every row o
 
 1. ``slice_rows`` (one slice of one table's rows, stateless): for each row its last image
    under (table, bucket of its key) -- ``cdc.last_image.v1``'s entry; and for each query on
-   the table the slice's annotated rows, split by group (a partial group, key (query, group))
-   or, for a query without aggregation, its fragment weights (key (query, fragment)).
-2. ``merge_group`` (key (query, group)): the group's partials from every slice ->
-   ``imp.group.v1`` (``group_step`` from the empty state, so the same state as inserting the
-   rows one batch at a time) and the fragment weights of its output rows.
+   the table the slice's annotated rows, cut by ``GROUP_BUCKETS`` buckets of the group key
+   (one blob per (query, bucket): every row of a group lands in the same bucket) or, for a
+   query without aggregation, its fragment weights (key (query, fragment)).
+2. ``merge_groups`` (all blobs of one (query, bucket)): one ``aggregate.step`` from the empty
+   state over them, then the HAVING/projection nodes above it (their output rows' fragment
+   weights are μ's input), and the state cut into one ``imp.group.v1`` per group: the entries
+   ``group_step`` would hold had the group's rows come in one batch.
 3. μ (key (query, fragment)): the sum of the fragment weights of 1 and 2; the fragments with
    a positive count are the sketch.
 
 Rows are ``(k1, k2, pk, w, a)`` (``CAPTURE_SCHEMA``): k1 is the table for a last image (pk:
 ``repr`` of the key as the CDC stage's MapState has it; a: its pickled (key, image)), ``g:``
-+ query for a partial group or a group state (a: ``encode_delta`` / ``encode_group``), ``f:``
-+ query for a fragment weight or count (w). Spark runs 1 as ``mapInArrow`` over the mirror
-at a pinned Delta version, 2 as ``applyInArrow`` per group and 3 as a ``sum``; the tests run
-the same functions in one process.
++ query for partial rows (k2: bucket; a: ``encode_delta``) or a group state (k2: the group key
+text; a: ``encode_group``), ``f:`` + query for a fragment weight or count (w). Spark runs 1 as
+``mapInArrow`` over the mirror at a pinned Delta version, 2 over partitions sorted by (k1, k2)
+and 3 as a ``sum``; the tests run the same functions in one process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import pickle
+import zlib
 
+import numpy as np
 import pyarrow as pa
 
 from operators.keyed.cdc import bucket_of
-from operators.keyed.sketch import encode_delta, fragment_weights
+from operators.keyed.sketch import decode_delta, encode_delta, encode_group, fragment_weights, group_key_text
+from operators.sketch import aggregate, stateless
+from operators.sketch.delta import Delta, group_codes
+from operators.sketch.plan import FilterNode
+
+GROUP_BUCKETS = 64  # blobs per (slice, query): small enough to merge, few enough to shuffle
 
 CAPTURE_SCHEMA = "k1 string, k2 string, pk string, w long, a binary"
 ARROW_SCHEMA = pa.schema([("k1", pa.string()), ("k2", pa.string()), ("pk", pa.string()), ("w", pa.int64()),
@@ -76,36 +85,67 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
         if q.table != table.lower():
             continue
         d = q.annotate(deltas)
-        if d is None:
+        if d is None or len(d) == 0:  # as the pipeline: no rows below the aggregation, no group
             continue
         if q.aggregated:
-            for gkey, part in q.split_groups(d):
-                out.add(f"g:{q.name}", gkey, a=encode_delta(part))
+            for b, part in _by_bucket(q, d):
+                out.add(f"g:{q.name}", str(b), a=encode_delta(part))
         else:
             for f, x in fragment_weights(d).items():
                 out.add(f"f:{q.name}", str(f), w=int(x))
     return out.table()
 
 
-def merge_group(q, parts: list) -> tuple:
-    """Stage 2 for one group of ``q``: its partials (``encode_delta`` blobs) -> (``imp.group.v1``
-    blob or None, {global fragment: weight})."""
-    from operators.keyed.sketch import decode_delta
-
-    return q.group_step(None, [decode_delta(b) for b in parts])
+def _by_bucket(q, d: Delta) -> list:
+    """An annotated delta -> [(bucket, its rows)], the bucket from the group key's text."""
+    spec = q.agg.spec
+    if not spec.group:
+        return [(0, d)]
+    inv, first = group_codes([d.table.column(i) for i, _ in spec.group], len(d))
+    reps = d.table.take(pa.array(first))
+    keys = zip(*[reps.column(i).to_pylist() for i, _ in spec.group])
+    gb = np.fromiter((zlib.crc32(group_key_text(k).encode()) % GROUP_BUCKETS for k in keys), np.int64, len(first))
+    rb = gb[inv]
+    return [(int(b), d.filter(rb == b)) for b in np.unique(rb).tolist()]
 
 
 def merge_groups(queries: dict, rows: pa.Table) -> pa.Table:
-    """Stage 2 over rows of any number of groups (``k1`` = ``g:`` + query): group states and weights."""
+    """Stage 2 over whole buckets (rows with ``k1`` = ``g:`` + query, any number of buckets):
+    group states and the fragment weights of their output rows."""
     by: dict = {}
-    for qk, g, blob in zip(rows.column("k1").to_pylist(), rows.column("k2").to_pylist(), rows.column("a").to_pylist()):
-        by.setdefault((qk, g), []).append(blob)
+    for qk, blob in zip(rows.column("k1").to_pylist(), rows.column("a").to_pylist()):
+        by.setdefault(qk, []).append(blob)
     out = _Rows()
-    for (qk, g), parts in by.items():
+    for qk, blobs in by.items():
         name = qk[2:]
-        blob, fw = merge_group(queries[name], parts)
-        if blob is not None:
-            out.add(qk, g, a=blob)
-        for f, x in fw.items():
+        q = queries[name]
+        spec = q.agg.spec
+        d = Delta.concat([decode_delta(b) for b in blobs], q.space.nbits)
+        state, res = aggregate.step(spec, aggregate.new_state(spec), d)
+        for node in reversed(q.above):
+            res = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(
+                node.spec, None, res)[1]
+        for key, slot in state.slot_of.items():  # live groups only (inserts: every group seen)
+            text = group_key_text(key if len(spec.group) != 1 else (key,))
+            out.add(qk, text, a=encode_group(_one_group(spec, state, slot, key)))
+        for f, x in fragment_weights(res).items():
             out.add(f"f:{name}", str(f), w=int(x))
     return out.table()
+
+
+def _one_group(spec, state, slot: int, key):
+    """The entries of one slot of a many-group ``AggState`` as a state of that one group (slot 0)."""
+    one = aggregate.new_state(spec)
+    pick = slice(slot, slot + 1)
+    one.slot_of, one.keys = {key: 0}, [key]
+    one.cnt = state.cnt[pick].copy()
+    one.acc = [None if a is None else a[pick].copy() for a in state.acc]
+    one.nn = [None if a is None else a[pick].copy() for a in state.nn]
+    one.arg_int = list(state.arg_int)
+    one.ordered = [{0: od[slot]} if slot in od else {} for od in state.ordered]
+    one.frontier = [{0: fr[slot]} if slot in fr else {} for fr in state.frontier]
+    one.frag_id, one.frag_n = state.frag_id[pick].copy(), state.frag_n[pick].copy()
+    one.frag_multi = {0: dict(state.frag_multi[slot])} if slot in state.frag_multi else {}
+    one.out_types = list(state.out_types) if state.out_types is not None else None
+    one.started = state.started
+    return one

@@ -123,8 +123,12 @@ class KeyedPipeline:
             for off in range(0, rows.num_rows, slice_size):
                 stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table],
                                      list(self.queries.values()), self.buckets).to_pylist()
-        partials = pa.Table.from_pylist([r for r in stage1 if r["k1"].startswith("g:")], schema=ARROW_SCHEMA)
-        stage2 = merge_groups(self.queries, partials).to_pylist()
+        buckets: dict = defaultdict(list)  # (query, bucket) -> partial rows, merged bucket by bucket
+        for r in stage1:
+            if r["k1"].startswith("g:"):
+                buckets[(r["k1"], r["k2"])].append(r)
+        stage2 = [r for rows in buckets.values()
+                  for r in merge_groups(self.queries, pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)).to_pylist()]
         weights: dict = defaultdict(int)
         for r in stage1:
             if r["k1"].startswith("f:"):
