@@ -211,6 +211,14 @@ class GraphFrontend:
         """
         directed = self.mode == "directed"
         src, dst, weight = (x.astype(np.int64, copy=False) for x in (src, dst, weight))
+        lim = INT64_MAX // max(len(weight), 1)
+        if len(weight) and (int(weight.max()) > lim or int(weight.min()) < -lim):
+            # the running sums below could overflow int64: apply the rows in order (Python ints)
+            for idx, (u, v, m) in enumerate(zip(src.tolist(), dst.tolist(), weight.tolist())):
+                reason = self._row(u, v, m, None)
+                if reason is not None:
+                    bad.append(BadEdge(idx, u, v, m, None, reason))
+            return
         loops = src == dst
         live = weight != 0
         if loops.any() or not live.all():

@@ -131,3 +131,19 @@ def test_edge_index_equals_a_set(rounds, directed):
         q = [(u, v) for u in range(7) for v in range(7) if directed or u <= v]
         got = index.contains(pack(np.array([u for u, _ in q]), np.array([v for _, v in q])))
         assert [e for e, g in zip(q, got) if g] == [e for e in q if e in present]
+
+
+@pytest.mark.parametrize("mode", ["undirected", "directed"])
+def test_weights_whose_sums_overflow_int64_are_applied_in_order(mode):
+    big = 2 ** 62
+    a, b = TriangleCounter(0.5, mode=mode), TriangleCounter(0.5, mode=mode)
+    for rows in (([1, 1, 1, 2, 1], [2, 2, 2, 3, 3], [big, big, big, 1, 1]),  # (1, 2) holds 3 * 2^62 references
+                 ([1, 1], [2, 2], [big, big]),  # 5 * 2^62: more than an int64 holds
+                 ([1] * 6, [2] * 6, [-big] * 5 + [1]),  # gone after the fifth row, back with the last
+                 ([1], [2], [-big])):
+        arrays = [np.array(x, dtype=np.int64) for x in rows]
+        bad, bad_in_order = a.apply_batch(*arrays), b.apply_batch(*arrays, consolidate=False)
+        assert [(x.index, x.reason) for x in bad] == [(x.index, x.reason) for x in bad_in_order]
+        assert _state(a) == _state(b)
+    assert [x.reason for x in bad] == [f"delete of {big} references, edge has 1"] and _state(a)[2] == {}
+    assert _state(a)[0] == (1 if mode == "undirected" else 0)
