@@ -318,14 +318,15 @@ def tpch_main(args) -> None:
                 prod.close()
                 m = _last_metrics(root / "lake", second["t0_utc"]).get("sketches", {})
                 cap = {}
+                ckpt = root / "ckpt" / data["job"]["name"]
                 if backend == "statestore":
-                    cap = json.loads((root / "ckpt" / "ivmstream_capture.json").read_text()) \
-                        if (root / "ckpt" / "ivmstream_capture.json").exists() else {}
+                    cap = json.loads((ckpt / "ivmstream_capture.json").read_text()) \
+                        if (ckpt / "ivmstream_capture.json").exists() else {}
                     ops = m.get("state_operators", {})
                     state_rows = sum((o.get("numRowsTotal") or 0) for o in ops.values())
                     state_mb = sum((o.get("memoryUsedBytes") or 0) for o in ops.values()) / 2**20
                     capture_s = (cap.get("seconds") or {}).get("total")
-                    prog = root / "ckpt" / "ivmstream_last_progress.json"
+                    prog = ckpt / "ivmstream_last_progress.json"
                     if prog.exists():
                         shutil.copy(prog, ROOT / "bench" / "results" / f"statestore_progress_sf{args.tpch:g}_{n}.json")
                 else:
@@ -333,7 +334,7 @@ def tpch_main(args) -> None:
                     capture_s = _memory_capture_s(root / "run1.log")
                 r = {"backend": backend, "sf": args.tpch, "sketches": n, "load": f"{load1:.1f}/{load2:.1f}",
                      "capture_s": capture_s, "run1_s": round(first["s"], 1),
-                     "run1_batch0_s": f1.get("batch0_s"),
+                     "batch0_operators_s": _batch0_operators_s(root / "run1.log"),
                      "restart_to_first_batch_s": round(f2["to_first_batch_s"] or 0, 1),
                      "rec_per_s": round(f2["records"] / max(f2["batch_s"], 1e-9), 1),
                      "state_rows": state_rows, "state_mb": None if state_mb is None else round(state_mb),
@@ -359,6 +360,40 @@ def tpch_main(args) -> None:
     out.write_text("\n".join(lines) + "\n")
     (out.with_suffix(".json")).write_text(json.dumps(results, indent=1))
     print("\n".join(lines))
+    if results:
+        plot_tpch(results, out.with_suffix(".png"))
+
+
+def plot_tpch(results: list, path: Path) -> None:
+    """Driver RSS (Python, JVM) and state rows per run: the driver should stay flat as state grows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [f"{r['backend'][:3]} SF{r['sf']:g} x{r['sketches']}" for r in results]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.bar(names, [r["driver_py_mb"] for r in results], label="driver Python")
+    a.bar(names, [r["driver_jvm_mb"] for r in results], bottom=[r["driver_py_mb"] for r in results],
+          label="driver JVM")
+    a.set_ylabel("peak RSS (MB)")
+    a.set_title("driver memory")
+    a.legend()
+    b.bar(names, [(r["state_rows"] or 0) / 1e6 for r in results])
+    b.set_ylabel("state rows / entries (millions)")
+    b.set_title("operator state")
+    for ax in (a, b):
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def _batch0_operators_s(log: Path) -> float | None:
+    """Seconds of run 1's batch 0 keyed operators (statestore: with the initial state's load)."""
+    import re
+
+    m = re.search(r"batch +0:.*?operators (\d+)ms", log.read_text())
+    return round(int(m.group(1)) / 1000, 1) if m else None
 
 
 def _memory_capture_s(log: Path) -> float | None:
