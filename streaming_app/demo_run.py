@@ -92,14 +92,15 @@ class Feed:
         self.read = 0
         self.steps: list[dict] = []
         self.first_at: float | None = None
+        self._final: tuple[int, int] | None = None  # (sent, snapshot) once close() has released them
 
     @property
     def produced(self) -> int:
-        return self.sent.value
+        return self.sent.value if self._final is None else self._final[0]
 
     @property
     def snapshot_records(self) -> int:
-        return self.snapshot.value
+        return self.snapshot.value if self._final is None else self._final[1]
 
     def observe(self, row: dict) -> None:
         if self.first_at is None:
@@ -119,10 +120,22 @@ class Feed:
             self.stop.set()
 
     def close(self) -> None:
+        """Stop the producer process and release the shared counters and events. Each is a
+        POSIX semaphore the resource tracker unlinks when the object is collected; the CLI
+        leaves with ``os._exit``, which skips multiprocessing's exit hooks, so anything still
+        referenced then is reported as "leaked semaphore objects" after the summary."""
+        if self._final is not None:
+            return
         self.halt.set()
-        self.proc.join(timeout=30)
+        if self.proc.pid is not None:  # started
+            self.proc.join(timeout=30)
         if self.proc.is_alive():
             self.proc.terminate()
+            self.proc.join(timeout=10)
+        self._final = (self.sent.value, self.snapshot.value)
+        if self.proc.exitcode is not None:
+            self.proc.close()  # drops it from multiprocessing's list of children
+        self.proc = self.sent = self.snapshot = self.done = self.halt = None
 
     def _drain(self) -> None:
         produced = self.produced
@@ -344,8 +357,8 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
             res = run_job(cfg, ui=ui, stop_event=feed.stop, observer=feed.observe)
         finally:
             feed.stop.set()
+            feeder.join(timeout=30)  # its loop polls the stop every 0.5 s
             feed.close()
-            feeder.join(timeout=30)
         t = res.totals
         print("\n=== demo summary ===")
         print(f"batches           {t['batches']}  (first committed {feed.first_batch_s(launched)} after launch)")
