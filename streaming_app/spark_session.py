@@ -100,6 +100,51 @@ def _jvm_local_ip(submitted: bool) -> str | None:
     return SparkContext._jvm.java.lang.System.getenv("SPARK_LOCAL_IP")
 
 
+# Spark's launcher adds --add-modules=jdk.incubator.vector to every driver JVM it starts
+# (org.apache.spark.launcher.JavaModuleOptions: MLlib's vectorised BLAS), and the JVM then prints
+# this line on stderr whatever else it is given; nothing the job runs uses the module.
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+
+
+def _start_jvm_without_incubator_line(start):
+    """Run ``start()`` (which launches the driver JVM) with our stderr replaced by a pipe that
+    the JVM inherits, and copy everything from that pipe to the real stderr except the JVM's
+    incubator warning when it is the first line; everything after the first line is copied as it
+    comes, unchanged."""
+    import threading
+
+    r, w = os.pipe()
+    saved = os.dup(2)
+
+    def copy() -> None:
+        head, checking = b"", True
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            if checking:  # the JVM's first line, once it is known whether it is the warning
+                head += chunk
+                if INCUBATOR_WARNING.startswith(head) and len(head) < len(INCUBATOR_WARNING):
+                    continue
+                checking = False
+                chunk = head[len(INCUBATOR_WARNING):] if head.startswith(INCUBATOR_WARNING) else head
+            if chunk:
+                os.write(saved, chunk)
+        if checking and head:
+            os.write(saved, head)
+        os.close(r)
+
+    sys.stderr.flush()
+    os.dup2(w, 2)
+    try:
+        threading.Thread(target=copy, name="jvm-stderr", daemon=True).start()
+        return start()
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # our own stderr back; the JVM keeps the pipe
+        os.close(w)
+
+
 def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions()):
     """Create (or return the running) SparkSession configured for ivmstream."""
     _python_env()
@@ -172,7 +217,8 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
             b = b.config(f"spark.hadoop.{k}", v)
     for k, v in spark_cfg.extra_conf:
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    launching = not submitted and SparkContext._gateway is None
+    spark = _start_jvm_without_incubator_line(b.getOrCreate) if launching else b.getOrCreate()
     if opts.s3 is not None:  # the keys too, into the running JVM (never on its command line)
         object_store.apply_to_spark(spark, opts.s3)
     spark.sparkContext.setLogLevel(opts.log_level or ("WARN" if _verbose else "ERROR"))
