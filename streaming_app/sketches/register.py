@@ -54,7 +54,8 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         _fault("register.capture", -1)
         q = QueryState(reg)
         versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
-        q.capture(spark, lake, cfg, versions)
+        q.capture(spark, lake, cfg, versions,
+                  progress=lambda line: print(f"sketch {name}: capturing from the mirrors, {line}", flush=True))
         write_sketch_rows(spark, lake, [q], batch_id=-1, app_id=None)
         write_snapshot(open_store(spark, lake), q, batch_id=-1, app_id=None)
     return reg
