@@ -6,14 +6,16 @@ listens on 127.0.0.1 only and writes the binary log Debezium's MySQL connector r
 old row), a fixed ``server_id``, UTC as its time zone. Everything it writes (data, binlog,
 socket, log, pid) lives under ``home``; no system service is involved.
 
-Accounts are those ``mariadb-install-db`` makes with normal authentication: ``root`` without a
-password from localhost and 127.0.0.1 (a server reachable from this machine only). Debezium
-connects as that root (it holds the replication privileges the connector needs).
+Every connection needs ``root``'s password: at the first start the server's anonymous accounts
+go and every ``root`` account (socket, 127.0.0.1, ::1) gets a random password, kept in
+``home/password`` (mode 0600; ``home`` itself, where the socket is, is closed to other users).
+Debezium connects as that root (it holds the replication privileges the connector needs).
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -71,6 +73,18 @@ class EmbeddedMariaDb:
     def pid_file(self) -> Path:
         return self.home / "mariadb.pid"
 
+    @property
+    def password_file(self) -> Path:
+        return self.home / "password"
+
+    def password(self) -> str:
+        """root's password, generated at the first start into ``password_file`` (mode 0600)."""
+        try:
+            return self.password_file.read_text().strip()
+        except OSError:
+            raise MariaDbError(f"no password file {self.password_file}: start the server with "
+                               "`ivmstream mariadb start` first") from None
+
     # ---- pid --------------------------------------------------------------------------
     def _is_ours(self, pid: int) -> bool:
         """A live mariadbd serving our data folder (not a reused pid)."""
@@ -127,9 +141,12 @@ class EmbeddedMariaDb:
     def start(self, timeout_s: float = 60.0) -> "EmbeddedMariaDb":
         """Create the data folder on first use, start the server (or find it running), wait until ready."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self.home.chmod(0o700)  # the socket, the password and the data: this user's only
         running = self.pid()
         if running:
             self._wait_ready(timeout_s, running)
+            if not self.password_file.exists():  # started by a release that left root without one
+                self._set_password()
             return self
         if port_open(self.port):
             raise MariaDbError(f"port {self.port} is already taken by another process; choose another with --port")
@@ -142,16 +159,36 @@ class EmbeddedMariaDb:
         out.close()
         self.pid_file.write_text(str(proc.pid))
         self._wait_ready(timeout_s, proc.pid)
+        if not self.password_file.exists():
+            self._set_password()
         return self
+
+    def _set_password(self) -> None:
+        """Drop the anonymous accounts and give every loopback root account a new random password (written
+        to ``password_file`` first, so that a crash in between leaves the password that was set)."""
+        pw = secrets.token_urlsafe(24)
+        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(pw + "\n")
+        with self._connect(password="") as c, c.cursor() as cur:
+            cur.execute("SELECT User, Host FROM mysql.user WHERE is_role = 'N'")
+            for user, host in cur.fetchall():
+                if user == DB_USER and host in ("localhost", LOOPBACK, "::1"):
+                    cur.execute("ALTER USER 'root'@%s IDENTIFIED BY %s", (host, pw))
+                elif user in ("", DB_USER):  # anonymous; root@<host name>, which skip-name-resolve never matches
+                    cur.execute("DROP USER IF EXISTS %s@%s", (user, host))
+            cur.execute("FLUSH PRIVILEGES")
 
     def connect(self, database: str | None = None, timeout: float = 5):
         """A PyMySQL connection as root over our socket (autocommit)."""
         return self._connect(database, timeout)
 
-    def _connect(self, database: str | None = None, timeout: float = 5):
+    def _connect(self, database: str | None = None, timeout: float = 5, password: str | None = None):
         import pymysql
 
-        return pymysql.connect(unix_socket=str(self.socket), user=DB_USER, password="", database=database,
+        if password is None:  # before the first start has set it: the empty one install-db left
+            password = self.password() if self.password_file.exists() else ""
+        return pymysql.connect(unix_socket=str(self.socket), user=DB_USER, password=password, database=database,
                                autocommit=True, connect_timeout=timeout, charset="utf8mb4")
 
     def _wait_ready(self, timeout_s: float, pid: int) -> None:

@@ -219,7 +219,8 @@ def cmd_demo(args) -> int:
         from streaming_app.mariadb_demo import run_mariadb_demo
 
         return run_mariadb_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
-                                port=args.mariadb_port, ui=not args.no_ui)
+                                port=args.mariadb_port, connect_port=args.connect_port, ui=not args.no_ui,
+                                ui_port=args.ui_port)
     from streaming_app.demo_run import run_demo
 
     return run_demo(duration_s=duration, port=args.port, broker_dir=Path(args.broker_dir),
@@ -319,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--mariadb-port", type=port, default=env("mariadb_port", "3306"),
                    help=_env_help("MariaDB port for --source mariadb", "mariadb_port"))
     d.add_argument("--connect-port", type=port, default=env("connect_port", "8083"),
-                   help=_env_help("Kafka Connect REST port for --source postgres", "connect_port"))
+                   help=_env_help("Kafka Connect REST port for --source postgres or mariadb", "connect_port"))
     d.set_defaults(fn=cmd_demo)
 
     from streaming_app.cluster_cli import add_commands as add_cluster_commands

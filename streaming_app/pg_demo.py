@@ -10,13 +10,13 @@ mirror with its PostgreSQL table value for value and the triangle count with a r
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 from connectors.kafka_broker import EmbeddedBroker, reset_topics
 from streaming_app.config import REPO_ROOT, parse_config
 from streaming_app.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
+from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 
 VAR = REPO_ROOT / "var"
 DATABASE = "ivmstream_demo"
@@ -38,20 +38,6 @@ def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: s
         "graphs": [{"name": "g", "table": "edges", "src": "src", "dst": "dst", "mode": "undirected"}],
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "lines.order_id:8"}],
     })
-
-
-def _markers_applied(cfg) -> bool:
-    import deltalake
-
-    for t in cfg.tables:
-        try:
-            rows = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / t.name)).to_pyarrow_table(
-                columns=[t.primary_key[0]]).column(0).to_pylist()
-        except Exception:  # noqa: BLE001 - the mirror has no commit yet
-            return False
-        if -1 not in rows:
-            return False
-    return True
 
 
 def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
@@ -83,20 +69,11 @@ def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_
     from connectors.kafka_connect import connector_properties, rest
     from connectors.postgres import EmbeddedPostgres
     from streaming_app.preflight import empty_folder
-    from streaming_app.runner import run_job
 
     pg = EmbeddedPostgres(VAR / "postgres", port=pg_port)
     started = []
     try:
-        for name, svc in (("Kafka broker", broker), ("PostgreSQL", pg), ("Kafka Connect", connect)):
-            if svc.pid() is None:
-                print(f"starting {name} ...", flush=True)
-                t0 = time.monotonic()
-                svc.start()
-                started.append((name, svc))
-                print(f"  {name} ready in {time.monotonic() - t0:.1f}s", flush=True)
-            else:
-                print(f"using the running {name}", flush=True)
+        started = start_services([("Kafka broker", broker), ("PostgreSQL", pg), ("Kafka Connect", connect)])
         # a new connector name each run: Connect keeps a connector's source offsets (its LSN) under
         # its name, and this run's database and slot are new
         cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui, run=time.strftime("%Y%m%d%H%M%S"),
@@ -118,69 +95,15 @@ def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_
         connect.wait_running(name, timeout_s=120)
         print(f"Debezium connector {name!r} running: {DATABASE}.public.{{{', '.join(TABLES)}}} -> "
               f"topics {PREFIX}.public.*", flush=True)
+        res = run_with_history(cfg, work, "PostgreSQL", "inserts, updates, key changes, deletes, TRUNCATE, "
+                               "ADD/DROP COLUMN, infinity and NaN", duration_s, ui)
 
-        stop = threading.Event()
-        history: dict = {}
+        def compare(table: str, mirror: list) -> tuple[str, list]:
+            rows, values, bad = mirror_mismatches(pg, DATABASE, table, mirror)
+            return f"{rows} rows, {values} values compared with PostgreSQL: {len(bad)} mismatches", bad
 
-        def feed() -> None:
-            print("running the history in PostgreSQL (inserts, updates, key changes, deletes, TRUNCATE, "
-                  "ADD/DROP COLUMN, infinity and NaN) ...", flush=True)
-            history.update(work.run())
-            print(f"history done in PostgreSQL: {history}", flush=True)
-            deadline = time.monotonic() + duration_s
-            while not stop.is_set() and time.monotonic() < deadline:
-                if _markers_applied(cfg):
-                    print("the job has applied the history's last change", flush=True)
-                    break
-                stop.wait(2)
-            stop.set()
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        res = run_job(cfg, duration_s=duration_s, ui=ui, stop_event=stop)
-        stop.set()
-        feeder.join(timeout=30)
-        return _summary(cfg, pg, res)
+        return summary(cfg, res, "PostgreSQL -> Debezium -> Kafka -> ivmstream -> Delta", "PostgreSQL", compare,
+                       "values the declared types cannot hold, e.g. 'infinity'",
+                       lambda: pg.query("SELECT src, dst FROM edges", database=DATABASE))
     finally:
-        for name, svc in reversed(started):
-            svc.stop()
-            print(f"stopped the {name} the demo started", flush=True)
-
-
-def _summary(cfg, pg, res) -> int:
-    import deltalake
-    import networkx as nx
-
-    t = res.totals
-    print("\n=== demo summary (PostgreSQL -> Debezium -> Kafka -> ivmstream -> Delta) ===")
-    print(f"batches           {t['batches']}")
-    print(f"records read      {t['records']}  (tombstones {t['tombstones']}, quarantined {t['quarantined']})")
-    if not _markers_applied(cfg):
-        print(f"BEHIND            the job had not applied the history's last change when the demo stopped "
-              f"(after {res.seconds:.0f} s of running): mirrors not compared with PostgreSQL. Give it longer "
-              "(--duration), or a less busy machine")
-        return 1
-    failed = 0
-    for table in TABLES:
-        mirror = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / table)).to_pyarrow_table().to_pylist()
-        rows, values, bad = mirror_mismatches(pg, DATABASE, table, mirror)
-        failed += len(bad)
-        print(f"mirror {table:<10} {rows} rows, {values} values compared with PostgreSQL: "
-              f"{len(bad)} mismatches" + (f" e.g. {bad[:2]}" if bad else ""))
-    lake = Path(cfg.lake_root)
-    q = deltalake.DeltaTable(str(lake / "quarantine")).to_pyarrow_table().to_pylist()
-    codes: dict = {}
-    for r in q:
-        codes[r["error_code"]] = codes.get(r["error_code"], 0) + 1
-    print(f"quarantine        {codes or 'empty'}  (values the declared types cannot hold, e.g. 'infinity')")
-    sc = deltalake.DeltaTable(str(lake / "schema_changes")).to_pyarrow_table().to_pylist()
-    print(f"schema changes    {[(r['table'], r['column'], r['change']) for r in sc]}")
-    g = nx.Graph()
-    g.add_edges_from(pg.query("SELECT src, dst FROM edges", database=DATABASE))
-    want = sum(nx.triangles(g).values()) // 3
-    counts = deltalake.DeltaTable(str(lake / "triangle_counts")).to_pyarrow_table().to_pylist()
-    got = max(counts, key=lambda r: r["batch_id"])["triangles"] if counts else None
-    print(f"triangles         {got} (recount from PostgreSQL's edges: {want})")
-    failed += got != want
-    print(f"lake              {lake}")
-    return 0 if failed == 0 else 1
+        stop_services(started)

@@ -46,7 +46,7 @@ def _config(tmp, variant, db, bootstrap, connect_url, server_id):
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 120},
         "spark": {"master": "local[2]", "ui": False},
         "debezium": {"connector": "mysql", "host": "127.0.0.1", "port": db.port, "database": DATABASE,
-                     "user": "root", "password": "", "topic_prefix": prefix, "connector_name": f"my_{variant}",
+                     "user": "root", "password": db.password(), "topic_prefix": prefix, "connector_name": f"my_{variant}",
                      "server_id": server_id, "decimal_handling_mode": v["decimal_handling_mode"],
                      "time_precision_mode": v["time_precision_mode"], "connect_url": connect_url,
                      "properties": {"poll.interval.ms": 50, **v["properties"]}},
