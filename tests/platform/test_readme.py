@@ -36,6 +36,22 @@ def test_the_engines_block_runs():
     assert "a→b ∧ b→c" in out
 
 
+def test_every_ivmstream_command_of_a_bash_block_parses():
+    """The ``ivmstream ...`` lines of the README's bash blocks are commands the CLI takes as
+    written (flags, choices, values); what each does is tested where it runs."""
+    import shlex
+
+    from streaming_app.cli import build_parser
+
+    text = (REPO / "README.md").read_text()
+    lines = [line.split(" #")[0].strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+             for line in block.splitlines() if line.strip().startswith("ivmstream ")]
+    assert len(lines) >= 8, lines
+    for line in lines:
+        args = build_parser().parse_args(shlex.split(line)[1:])
+        assert callable(args.fn), line
+
+
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_reading_the_lake_blocks_run_on_a_demo_lake(tmp_path, monkeypatch, kafka_broker, spark):
