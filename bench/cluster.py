@@ -75,27 +75,29 @@ def produce(cfg, bootstrap: str, updates: int) -> int:
     return prod.sent
 
 
-def job_config(home: Path, variant: str, bootstrap: str, decode: str) -> Path:
+def job_config(home: Path, variant: str, bootstrap: str, decode: str, conf: dict | None = None) -> Path:
     data = tomllib.loads((DEMO_DIR / "demo.toml").read_text())
     events = home / f"events-{variant}"
     events.mkdir(parents=True, exist_ok=True)
     data["job"].update(name=f"bench-{variant}", lake_root=str(home / f"lake-{variant}"),
                        checkpoint_root=str(home / "ckpt"), decode=decode)
     data["kafka"]["bootstrap_servers"] = bootstrap
-    data["spark"].update(ui=False, conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file:{events}"})
+    data["spark"].update(ui=False, conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file:{events}",
+                                         **(conf or {})})
     path = home / f"{variant}.toml"
     path.write_text(dump_toml(data))
     parse_config(data)  # the same checks the job makes
     return path
 
 
-def run_variant(variant: str, cfg_path: Path, master: str | None) -> dict:
+def run_variant(variant: str, cfg_path: Path, master: str | None, log: Path) -> dict:
     cmd = [sys.executable, "-m", "streaming_app"]
     cmd += (["submit", "--master", master] if master else ["run"])
     cmd += ["--config", str(cfg_path), "--available-now", "--no-ui"]
     t0 = time.time()
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.time() - t0
+    log.write_text(f"$ {' '.join(cmd)}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
     if r.returncode != 0:
         sys.exit(f"{variant} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return {"launched": t0, "wall_s": wall, "stdout_tail": r.stdout.splitlines()[-1:]}
@@ -114,19 +116,64 @@ def batches_figures(lake: Path, launched: float) -> dict:
             steps[f"  {op['name']}"] += op["ms"] / 1000
     return {"batches": len(rows), "records": sum(r["records_in"] for r in rows),
             "first_batch_s": rows[0]["finished_at"].timestamp() - launched if rows else None,
+            "first_batch_started_s": rows[0]["started_at"].timestamp() - launched if rows else None,
             "batch_wall_s": sum((r["finished_at"] - r["started_at"]).total_seconds() for r in rows),
             "steps_s": dict(sorted(steps.items(), key=lambda kv: -kv[1]))}
 
 
 def event_log_figures(events: Path) -> dict:
     """Spark jobs, stage wall time and executor run time per step, from the event log."""
-    logs = sorted(p for p in events.rglob("events_*") if p.is_file())  # eventlog_v2_<app>/events_<n>_<app>[.zstd]
     jobs_of: dict[str, int] = collections.Counter()
     stage_step: dict[int, str] = {}
     wall: dict[str, float] = collections.defaultdict(float)
     run: dict[str, float] = collections.defaultdict(float)
     tasks: dict[str, int] = collections.Counter()
-    for log in logs:
+    for ev in _events(events):
+        kind = ev.get("Event")
+        if kind == "SparkListenerJobStart":
+            step = _step((ev.get("Properties") or {}).get("spark.job.description"))
+            jobs_of[step] += 1
+            for sid in ev.get("Stage IDs", []):
+                stage_step[sid] = step
+        elif kind == "SparkListenerStageCompleted":
+            info = ev["Stage Info"]
+            step = stage_step.get(info["Stage ID"], "(other)")
+            if info.get("Submission Time") and info.get("Completion Time"):
+                wall[step] += (info["Completion Time"] - info["Submission Time"]) / 1000
+            for acc in info.get("Accumulables", []):
+                if acc.get("Name") == "internal.metrics.executorRunTime":
+                    run[step] += float(acc.get("Value") or 0) / 1000
+            tasks[step] += int(info.get("Number of Tasks", 0))
+    return {step: {"jobs": jobs_of[step], "stage_wall_s": round(wall[step], 1),
+                   "executor_run_s": round(run[step], 1), "tasks": tasks[step]}
+            for step in sorted(jobs_of, key=lambda s: -wall[s])}
+
+
+def start_timeline(events: Path, launched: float) -> dict:
+    """Seconds after launch at which the application started (SparkContext up), its last
+    executor registered, the first batch's read job was submitted, its first task launched
+    and that job ended (from the event log)."""
+    out: dict[str, float] = {}
+    first_job, first_stages = None, set()
+    for ev in _events(events):
+        kind = ev.get("Event")
+        if kind == "SparkListenerApplicationStart":
+            out.setdefault("application started", ev["Timestamp"] / 1000 - launched)
+        elif kind == "SparkListenerExecutorAdded" and ev.get("Executor ID") != "driver":
+            out["executors registered"] = ev["Timestamp"] / 1000 - launched
+        elif kind == "SparkListenerJobStart" and first_job is None:
+            first_job = ev["Job ID"]
+            out["first Spark job submitted"] = ev["Submission Time"] / 1000 - launched
+            first_stages = set(ev.get("Stage IDs", []))
+        elif kind == "SparkListenerTaskStart" and ev.get("Stage ID") in first_stages and "first task launched" not in out:
+            out["first task launched"] = ev["Task Info"]["Launch Time"] / 1000 - launched
+        elif kind == "SparkListenerJobEnd" and first_job is not None and ev.get("Job ID") == first_job:
+            out.setdefault("first Spark job done", ev["Completion Time"] / 1000 - launched)
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def _events(events: Path):
+    for log in sorted(p for p in events.rglob("events_*") if p.is_file()):
         if log.suffix == ".zstd":
             import pyarrow as pa
 
@@ -135,25 +182,7 @@ def event_log_figures(events: Path) -> dict:
         else:
             text = log.read_text()
         for line in text.splitlines():
-            ev = json.loads(line)
-            kind = ev.get("Event")
-            if kind == "SparkListenerJobStart":
-                step = _step((ev.get("Properties") or {}).get("spark.job.description"))
-                jobs_of[step] += 1
-                for sid in ev.get("Stage IDs", []):
-                    stage_step[sid] = step
-            elif kind == "SparkListenerStageCompleted":
-                info = ev["Stage Info"]
-                step = stage_step.get(info["Stage ID"], "(other)")
-                if info.get("Submission Time") and info.get("Completion Time"):
-                    wall[step] += (info["Completion Time"] - info["Submission Time"]) / 1000
-                for acc in info.get("Accumulables", []):
-                    if acc.get("Name") == "internal.metrics.executorRunTime":
-                        run[step] += float(acc.get("Value") or 0) / 1000
-                tasks[step] += int(info.get("Number of Tasks", 0))
-    return {step: {"jobs": jobs_of[step], "stage_wall_s": round(wall[step], 1),
-                   "executor_run_s": round(run[step], 1), "tasks": tasks[step]}
-            for step in sorted(jobs_of, key=lambda s: -wall[s])}
+            yield json.loads(line)
 
 
 def _step(desc: str | None) -> str:
@@ -177,6 +206,8 @@ def main() -> int:
     ap.add_argument("--memory", default="1500m")
     ap.add_argument("--decode", choices=("driver", "executors"), default="driver")
     ap.add_argument("--tag", default="", help="a label for this run in the results")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the cluster run only (repeatable; to measure a setting)")
     args = ap.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="ivmstream-bench-cluster-"))
@@ -187,7 +218,10 @@ def main() -> int:
     res: dict = {"tag": args.tag, "decode": args.decode, "workers": args.workers, "cores": args.cores,
                  "memory": args.memory}
     try:
-        paths = {v: job_config(home, v, broker.bootstrap, args.decode) for v in ("local", "cluster")}
+        extra = dict(kv.split("=", 1) for kv in args.conf)
+        res["conf"] = extra
+        paths = {v: job_config(home, v, broker.bootstrap, args.decode, extra if v == "cluster" else None)
+                 for v in ("local", "cluster")}
         t = time.time()
         res["records_sent"] = produce(parse_config(tomllib.loads(paths["local"].read_text())), broker.bootstrap,
                                       args.updates)
@@ -200,11 +234,14 @@ def main() -> int:
                 print(f"cluster of {args.workers} x {args.cores} core(s) x {args.memory} up in "
                       f"{time.time() - t:.0f}s", flush=True)
                 master = cluster.url
-            r = run_variant(variant, paths[variant], master)
+            r = run_variant(variant, paths[variant], master, home / f"{variant}.log")
             if variant == "cluster":
                 cluster.stop()
             r.update(batches_figures(home / f"lake-{variant}", r["launched"]))
             r["spark"] = event_log_figures(home / f"events-{variant}")
+            r["start"] = {**start_timeline(home / f"events-{variant}", r["launched"]),
+                          "batch 0 started (batches table)": round(r["first_batch_started_s"], 1),
+                          "batch 0 done": round(r["first_batch_s"], 1)}
             res[variant] = r
             print(f"{variant}: {r['wall_s']:.0f}s wall, first batch done {r['first_batch_s']:.0f}s after launch, "
                   f"{r['batches']} batches, {r['records']} records", flush=True)
@@ -216,6 +253,7 @@ def main() -> int:
     res["ratio"] = res["cluster"]["wall_s"] / res["local"]["wall_s"]
     report = render(res)
     print(report)
+    print(f"logs and event logs in {home}")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "cluster.json").write_text(json.dumps(res, indent=1, default=str))
     (OUT / "cluster.md").write_text(report)
@@ -251,13 +289,18 @@ def render(res: dict) -> str:
     out = [f"# Demo workload: local vs standalone cluster {res['tag']}".rstrip(), "",
            f"{res['records_sent']} records, decode = \"{res['decode']}\"; cluster: {res['workers']} workers x "
            f"{res['cores']} core(s) x {res['memory']}; one run each on a shared 2-core machine, load "
-           f"{res['load']['before'][0]:.1f} before, {res['load']['after'][0]:.1f} after.", "",
+           f"{res['load']['before'][0]:.1f} before, {res['load']['after'][0]:.1f} after."
+           + (f" Cluster settings measured: {', '.join(f'{k}={v}' for k, v in res['conf'].items())}."
+              if res.get("conf") else ""), "",
            "| | local | cluster |", "|---|---|---|",
            f"| wall time, launch to exit (s) | {lo['wall_s']:.0f} | {cl['wall_s']:.0f} |",
            f"| first batch done after launch (s) | {lo['first_batch_s']:.0f} | {cl['first_batch_s']:.0f} |",
            f"| batches / records | {lo['batches']} / {lo['records']} | {cl['batches']} / {cl['records']} |",
            f"| time inside batches (s) | {lo['batch_wall_s']:.0f} | {cl['batch_wall_s']:.0f} |",
            f"| **cluster / local** | | **{res['ratio']:.2f}x** |", "",
+           "Start-up, seconds after launch (event log):", "", "| | local | cluster |", "|---|---|---|",
+           *(f"| {k} | {lo['start'].get(k, '-')} | {cl['start'].get(k, '-')} |"
+             for k in dict.fromkeys([*lo["start"], *cl["start"]])), "",
            "Where a batch's time goes (sum over batches of `batches.step_ms`, seconds; indented: each "
            "maintainer's `operators.ms`):", "", "| step | local | cluster |", "|---|---|---|"]
     for step in dict.fromkeys([*lo["steps_s"], *cl["steps_s"]]):

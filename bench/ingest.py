@@ -428,7 +428,7 @@ def _write_s3(args, sizes, runs, load) -> None:
         pass
 
 
-STEP_COLUMNS = ("read_decode", "collect", "decode", "mirror", "quarantine", "batch_record")
+STEP_COLUMNS = ("read_decode", "merge", "collect", "decode", "mirror", "quarantine", "batch_record")
 
 
 def _med(xs):

@@ -220,8 +220,7 @@ class IngestJob:
         t = time.perf_counter()
         if self.cfg.decode == "executors":
             # One Spark job reads and decodes the records in parallel tasks (decode_stage).
-            decoded, offsets = decode_on_executors(self.cfg, batch_df)
-            steps["read_decode"] = _ms(t)
+            decoded, offsets = decode_on_executors(self.cfg, batch_df, steps)
             _fault("collect", batch_id)
             raw_of = lambda coords: raw_records(batch_df, coords)  # noqa: E731
         else:
