@@ -24,7 +24,7 @@ from connectors import object_store
 from operators.errors import ConfigError
 from streaming_app.cluster import ClusterError, spark_home
 from streaming_app.config import REPO_ROOT, JobConfig
-from streaming_app.jars import s3a_classpath, spark_jars
+from streaming_app.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app.spark_session import JVM_OPTIONS, QUIET_LOG4J
 
 PACKAGES = ("streaming_app", "operators", "state", "connectors")
@@ -81,12 +81,16 @@ def _loopback(master: str) -> bool:
 def submit_command(cfg: JobConfig, config_path: str | Path, master: str, run_args: list[str],
                    python: str = sys.executable) -> tuple[list[str], dict[str, str]]:
     """(argv, environment additions) of the spark-submit that runs ``ivmstream run`` on ``master``."""
-    driver_opts = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J}"
+    # The class archive `make setup` writes (jvm/cds) serves the driver and the executors alike:
+    # they load the same jars. A JVM that cannot map it (another host without the file, other
+    # jars on its classpath) starts as before, silently.
+    cds = archive_options()
+    driver_opts = f"{JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J} {cds}".strip()
     confs = {
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.extraJavaOptions": driver_opts,
-        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": f"{JVM_OPTIONS} {cds}".strip(),
         "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
         **dict(cfg.spark.extra_conf),
