@@ -51,7 +51,11 @@ BATCHES_DDL = ("job STRING, app_id STRING, batch_id BIGINT, started_at TIMESTAMP
 # The consumer in Spark's tasks fetches 1 MB per partition and hands out 500 records per poll by
 # default: a 20,000-record batch took ~1 s to collect, ~0.6 s with these (mean of four
 # steady batches, two runs each, load ~6).
-KAFKA_READ_OPTIONS = {"kafka.max.partition.fetch.bytes": str(16 * 2**20), "kafka.max.poll.records": "20000"}
+# fetch.max.wait.ms: a new consumer's first poll (one per topic-partition and executor, in the
+# first batch) waited out the broker's default 500 ms even with the records there: 518-876 ms
+# to read 2 records, 137-173 ms with 20 ms (executor logs of bench/cluster.py).
+KAFKA_READ_OPTIONS = {"kafka.max.partition.fetch.bytes": str(16 * 2**20), "kafka.max.poll.records": "20000",
+                      "kafka.fetch.max.wait.ms": "20"}
 SCHEMA_CHANGES_DDL = ("job STRING, `table` STRING, `column` STRING, change STRING, batch_id BIGINT, "
                       "topic STRING, `partition` INT, `offset` BIGINT, detected_at TIMESTAMP")
 
