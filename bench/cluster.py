@@ -16,8 +16,12 @@ REST API's ``/api/v1/applications/<id>/stages``) the Spark jobs, the stages' wal
 executors' run time per step, by the job description each step sets
 (``ivmstream batch <id>: <step>``). The ratio printed is cluster wall / local wall.
 
+Also the start-up timeline (seconds after launch: application up, executors registered, the
+first Spark job and task, batch 0's start and end); each run's output and event log stay in
+the temporary folder printed at the end.
+
 Usage: python bench/cluster.py [--updates 12000] [--workers 2] [--cores 1] [--memory 1500m]
-       [--decode driver|executors]
+       [--decode driver|executors] [--conf KEY=VALUE ...  (the cluster run only)]
 Writes bench/results/cluster.md and cluster.json.
 """
 
