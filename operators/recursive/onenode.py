@@ -23,9 +23,11 @@ work; with another cost it is one replacement):
   (a search adds the closure of a vertex already searched, or not reaching ``u``, and stops there).
   Shortest paths: the best paths of ``s`` are a tree (a prefix of a best path is the best path
   to its end: costs are > 0 and the order is total), so the arc is in ``s``'s tree iff
-  ``rows[s][v]`` ends with it; then only the subtree below ``v`` loses its rows, each is
-  re-derived from its in-edges from vertices outside the subtree, and a Dijkstra over the
-  subtree settles the rest (Ramalingam–Reps style repair, exact with the total order).
+  ``rows[s][v]`` ends with it; then only the subtree below ``v`` loses its rows (found by a
+  search down from ``v``: ``w`` is a child of ``t`` iff ``rows[s][w]``'s path ends with ``t→w``,
+  so the cost is the subtree's out-arcs, not ``s``'s whole tree, and no child index is kept),
+  each is re-derived from its in-edges from vertices outside the subtree, and a Dijkstra over
+  the subtree settles the rest (Ramalingam–Reps style repair, exact with the total order).
 
 State kept: live arcs by source and by target, ``rows``, ``srcs`` (shortest paths), the arcs
 the batch touched. No provenance is stored:
@@ -280,16 +282,21 @@ class OneNodeImpl:
                 self._dijkstra(s, [self._entry(cost, path, v)])
 
     def _sp_delete(self, u, v) -> None:
-        rows, inn = self.rows, self.inn
+        rows, inn, out = self.rows, self.inn, self.out
         for s in list(self.srcs.get(v, ())):
             p = rows[s][v][3]
             if p[-2] != u:
                 continue  # the arc is not in s's tree
-            if v == s:  # only the cycle row (s, s) ends with the arc
-                sub = [s]
-            else:
-                k = len(p) - 1
-                sub = [t for t, x in rows[s].items() if len(x[3]) > k and x[3][k] == v]
+            sub, rs, i = [v], rows[s], 0
+            while i < len(sub):  # the subtree below v: a row is in it iff its path's last arc leaves one in it
+                t = sub[i]
+                i += 1
+                if t == s:
+                    continue  # the cycle row (s, s) is a leaf
+                for w in out.get(t, ()):
+                    x = rs.get(w)
+                    if x is not None and x[3][-2] == t:
+                        sub.append(w)
             self.stats_["overdeleted"] += len(sub)
             for t in sub:
                 self._drop(s, t)
