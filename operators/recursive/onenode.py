@@ -298,20 +298,36 @@ class OneNodeImpl:
                     if x is not None and x[3][-2] == t:
                         sub.append(w)
             self.stats_["overdeleted"] += len(sub)
-            for t in sub:
-                self._drop(s, t)
-            rs = rows.get(s, {})
+            before, srcs = self.before, self.srcs
+            for t in sub:  # dropped (their sources in srcs are settled after the repair)
+                r = rs.pop(t)
+                if (s, t) not in before:
+                    before[(s, t)] = r
             heap = []
             for t in sub:  # re-derive from the in-edges of vertices still in the tree (or s itself)
+                best = None  # (cost, hops, the path up to the in-edge's tail)
                 for x, c in inn.get(t, {}).items():
                     if x == s:
-                        heap.append(self._entry(c, (s, t), t))
-                        continue
-                    rx = rs.get(x)
-                    if rx is not None and (t == s or t not in rx[3]):
-                        heap.append(self._entry(rx[2] + c, rx[3] + (t,), t))
+                        cand = (c, 1, (s,))
+                    else:
+                        rx = rs.get(x)
+                        if rx is None:  # in the subtree (a row whose path holds t is in it)
+                            continue
+                        cand = (rx[2] + c, len(rx[3]), rx[3])
+                    if best is None or cand[:2] < best[:2] or (cand[:2] == best[:2] and _path_lt(cand[2], best[2])):
+                        best = cand
+                if best is not None:
+                    heap.append(self._entry(best[0], best[2] + (t,), t))
             heapq.heapify(heap)
             self._dijkstra(s, heap)
+            for t in sub:
+                if t not in rs:  # not derivable any more
+                    ss = srcs[t]
+                    ss.discard(s)
+                    if not ss:
+                        del srcs[t]
+            if not rs:
+                del rows[s]
 
     # -- from scratch (load, restore) ------------------------------------------------------------
     def _rebuild(self) -> None:
