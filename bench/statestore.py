@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+from connectors.local_process import descendants  # noqa: E402
 from connectors.producer import CdcProducer  # noqa: E402
 from streaming_app.config import dump_toml, parse_config  # noqa: E402
 
@@ -89,25 +90,6 @@ def produce(bootstrap: str, table, rows: int, updates: int, seed: int = 1) -> No
     prod.close()
 
 
-def _children(pid: int) -> list[int]:
-    """Every process below ``pid`` (a JVM starts its children from any of its threads, so
-    /proc/<pid>/task/<pid>/children alone misses them: read each process's parent instead)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                parent[int(d)] = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out += kids
-        todo += kids
-    return out
-
-
 def _rss_mb(pid: int) -> float:
     try:
         for line in open(f"/proc/{pid}/status"):
@@ -138,7 +120,7 @@ def run(config_path: Path, keep: Path | None = None) -> dict:
         while not done.is_set():
             peak["driver_py"] = max(peak["driver_py"], _rss_mb(proc.pid))
             ex, jvm, wk = 0.0, 0.0, 0.0
-            for c in _children(proc.pid):
+            for c in descendants(proc.pid):
                 cmd = _cmd(c)
                 if b"CoarseGrainedExecutorBackend" in cmd:
                     ex += _rss_mb(c)

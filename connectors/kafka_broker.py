@@ -12,7 +12,6 @@ or up to 1 GiB per partition, whichever ends first (``RETENTION_HOURS``, ``RETEN
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -20,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, free_port, port_open, reap, runs_with, tail
+from connectors.local_process import LOOPBACK, alive, free_port, port_open, runs_with, tail, terminate
 from operators.errors import IvmError
 from streaming_app.jars import kafka_classpath
 
@@ -219,14 +218,7 @@ class EmbeddedBroker:
         if pid is None:
             self.check_pid_file()
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while alive(pid) and time.monotonic() < deadline:
-            reap(pid)
-            time.sleep(0.2)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            reap(pid)
+        terminate(pid, timeout_s)
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.error
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.unwrap import unwrap_properties
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, tail, terminate
 from operators.errors import ConfigError, IvmError
 from streaming_app.jars import connect_classpath
 
@@ -195,14 +194,7 @@ class EmbeddedConnect:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)  # the worker's shutdown hook stops tasks, flushes offsets
-        deadline = time.monotonic() + timeout_s
-        while alive(pid) and time.monotonic() < deadline:
-            reap(pid)
-            time.sleep(0.2)
-        if alive(pid) and self._is_ours(pid):
-            os.kill(pid, signal.SIGKILL)
-            reap(pid)
+        terminate(pid, timeout_s, still_ours=self._is_ours)  # its shutdown hook stops tasks, flushes offsets
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -1,4 +1,5 @@
-"""The services we run ourselves (broker, PostgreSQL, Kafka Connect): process and port checks.
+"""The services we run ourselves (broker, Kafka Connect, PostgreSQL, MariaDB, the S3 server, the
+standalone cluster): process and port checks, and stopping them.
 
 Each service module starts one process on loopback, records its pid, and before signalling
 that pid checks that it is still alive and still ours (its command line); these are the
@@ -8,9 +9,12 @@ checks they share.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
+from typing import Callable
 
 LOOPBACK = "127.0.0.1"
 
@@ -72,12 +76,45 @@ def runs_with(pid: int, main_class: str, config_file: Path, suffix: str) -> bool
     return any(os.path.realpath(os.path.join(cwd, a)) == want for a in args if a.endswith(suffix))
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (a JVM starts its children from any of its threads, so
+    /proc/<pid>/task/<pid>/children alone misses them: read each process's parent instead)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                parent[int(d)] = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
 def reap(pid: int) -> None:
     """Collect an exited child of ours so that it stops answering as a zombie."""
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def terminate(pid: int, timeout_s: float, poll_s: float = 0.2,
+              still_ours: Callable[[int], bool] | None = None) -> None:
+    """SIGTERM ``pid`` (each service's clean shutdown), wait up to ``timeout_s`` for it to exit,
+    then SIGKILL it if it is still alive (and, with ``still_ours``, still the process we started)."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while alive(pid) and time.monotonic() < deadline:
+        reap(pid)
+        time.sleep(poll_s)
+    if alive(pid) and (still_ours is None or still_ours(pid)):
+        os.kill(pid, signal.SIGKILL)
+        reap(pid)
 
 
 def tail(path: Path, n: int = 30) -> str:

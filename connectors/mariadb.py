@@ -17,13 +17,12 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
 from operators.errors import IvmError
 
 SERVER_ID = 223306  # the server's id in the replication topology; connectors take others
@@ -215,14 +214,7 @@ class EmbeddedMariaDb:
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        os.kill(pid, signal.SIGTERM)  # a clean shutdown: flush InnoDB, close the binlog
-        deadline = time.monotonic() + timeout_s
-        while alive(pid) and time.monotonic() < deadline:
-            reap(pid)
-            time.sleep(0.1)
-        if alive(pid) and self._is_ours(pid):
-            os.kill(pid, signal.SIGKILL)
-            reap(pid)
+        terminate(pid, timeout_s, poll_s=0.1, still_ours=self._is_ours)  # flushes InnoDB, closes the binlog
         self.pid_file.unlink(missing_ok=True)
         return True
 

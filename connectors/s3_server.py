@@ -18,7 +18,6 @@ have here), so two writers committing the same Delta version of one table would 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -26,7 +25,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, port_open, reap, runs_with, tail
+from connectors.local_process import LOOPBACK, alive, port_open, runs_with, tail, terminate
 from operators.errors import IvmError
 from streaming_app.jars import s3proxy_classpath
 
@@ -194,14 +193,7 @@ class S3Server:
         if pid is None:
             self.check_pid_file()
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while alive(pid) and time.monotonic() < deadline:
-            reap(pid)
-            time.sleep(0.2)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            reap(pid)
+        terminate(pid, timeout_s)
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -24,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
+from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
 from operators.errors import IvmError
 
 MASTER_MAIN = "org.apache.spark.deploy.master.Master"
@@ -202,14 +201,7 @@ class StandaloneCluster:
             pid = self.pid(name)
             if pid is None:
                 continue
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout_s
-            while alive(pid) and time.monotonic() < deadline:
-                reap(pid)
-                time.sleep(0.2)
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
-                reap(pid)
+            terminate(pid, timeout_s)
             self._pid_file(name).unlink(missing_ok=True)
             stopped.append(name)
         self.check_pid_files()

@@ -23,6 +23,7 @@ from collections import defaultdict
 import pytest
 
 from connectors.kafka_broker import create_topics
+from connectors.local_process import descendants
 from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from streaming_app.config import dump_toml, parse_config
@@ -31,28 +32,9 @@ from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (a JVM starts its children from any of its threads, so
-    /proc/<pid>/task/<pid>/children alone misses them: read each process's parent instead)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                parent[int(d)] = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out += kids
-        todo += kids
-    return out
-
-
 def _executors(pid: int) -> list[int]:
     found = []
-    for p in _descendants(pid):
+    for p in descendants(pid):
         try:
             if b"CoarseGrainedExecutorBackend" in open(f"/proc/{p}/cmdline", "rb").read():
                 found.append(p)
