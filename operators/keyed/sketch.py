@@ -1,29 +1,41 @@
-"""A registered query's sketch maintenance split by key: annotate, per-group aggregate, μ per fragment.
+"""A registered query's sketch maintenance split by key: annotate, join, group, top-k, μ.
 
 The memory backend runs a query's whole operator tree on one batch in one process. Keyed
 state needs each stateful operator apart, partitioned by its key, so this module cuts the
-planned tree (``operators.sketch``, the same planner and the same operator code) in three:
+planned tree (``operators.sketch``, the same planner and the same operator code) into stages;
+each stage's output goes to the next stateful one (``route``):
 
 1. **annotate** (stateless, per bucket of signed deltas): the scan, selections and
-   projections below the aggregation; rows are then split by group key. A query without
-   aggregation is stateless all the way to μ: annotate yields fragment weights directly.
-2. **group** (keyed by query and group key): ``aggregate.step`` on a state that holds that
+   projections below the first stateful operator; rows are then split by its key. A query
+   with no stateful operator is stateless all the way to μ: annotate yields fragment weights.
+2. **join** (keyed by query and join key; only for a query with a join): both sides' rows of
+   that key, annotated, consolidated (``sketch.join.v1``); ΔL ⋈ R + L ⋈ ΔR + ΔL ⋈ ΔR
+   (``join.step`` on the key's rows), then the selections/projections above the join. None
+   once both sides are empty. Rows with a NULL key are dropped in 1 (they never join).
+3. **group** (keyed by query and group key): ``aggregate.step`` on a state that holds that
    one group, then the selections and projections above it (HAVING), then each output
    row's fragments with its weight. State kept (``imp.group.v1``): the group's
    ``AggState`` (hidden count, sums, MIN/MAX ordered multisets, F_g fragment counts),
    pickled; none once the group is empty (a global aggregate keeps its one group).
-3. **μ** (keyed by query and global fragment id): the fragment's counter; +fragment when it
+4. **top-k** (one key per query): ``topk.step`` over the concatenated output rows of every
+   group (or of 1/2 without aggregation); state ``topk.ordered.v2``, the memory engine's:
+   every input row in the total order (ties broken by all columns, then the sketch), and the
+   emitted k, so deletions always find the next candidates.
+5. **μ** (keyed by query and global fragment id): the fragment's counter; +fragment when it
    leaves zero, −fragment when it returns to zero (``operators.sketch.merge``'s rule).
    State kept (``mu.fragment.v1``): the counter.
 
-Supported shapes: one table, selections/projections, at most one aggregation (GROUP BY,
-SUM/COUNT/AVG/MIN/MAX, DISTINCT), HAVING. Joins, unions and top-k raise ``UnsupportedSqlError``
-(they stay on the memory backend). Float sums can differ from the memory backend in the last
-bit (rows of a group are summed in another order).
+Supported shapes: selections/projections, at most one two-way equi-join of (selected,
+projected) table scans, at most one aggregation (GROUP BY, SUM/COUNT/AVG/MIN/MAX, DISTINCT),
+HAVING, at most one ORDER BY ... LIMIT. Cross products, several joins, unions and subqueries
+raise ``UnsupportedSqlError`` (they stay on the memory backend). Float sums can differ from
+the memory backend in the last bit (rows of a group are summed in another order).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 import pickle
 from collections import defaultdict
 
@@ -31,14 +43,61 @@ import numpy as np
 import pyarrow as pa
 
 from operators.errors import InvariantError, StateError, UnsupportedSqlError
-from operators.sketch import aggregate, stateless
+from operators.sketch import aggregate, join, stateless, topk
 from operators.sketch.delta import Delta, group_codes, ids_of, is_compact
+from operators.sketch.joinstore import key_hash
 from operators.sketch.maintainer import SketchMaintainer
-from operators.sketch.plan import AggNode, FilterNode, ProjectNode, ScanNode
+from operators.sketch.plan import AggNode, FilterNode, JoinNode, ProjectNode, ScanNode, TopKNode
 from operators.sketch.scan import normalize_type
 
 GROUP_ENCODING = "imp.group.v1"
 MU_ENCODING = "mu.fragment.v1"
+JOIN_ENCODING = "sketch.join.v1"
+TOPK_ENCODING = "topk.ordered.v2"
+
+
+@dataclasses.dataclass
+class Routed:
+    """One stage's output for the next: groups for the aggregation, rows for the top-k, or μ's
+    fragment weights (one of the three)."""
+
+    groups: list = dataclasses.field(default_factory=list)  # [(group key text, Delta)]
+    topk: Delta | None = None
+    fragments: dict = dataclasses.field(default_factory=dict)  # {global fragment: weight}
+
+
+def _stateless(node) -> tuple:
+    """The selections/projections from ``node`` down (root first) and the node below them."""
+    chain = []
+    while isinstance(node, (FilterNode, ProjectNode)):
+        chain.append(node)
+        node = node.children[0]
+    return chain, node
+
+
+def _run_stateless(nodes: list, d: Delta | None) -> Delta | None:
+    for node in reversed(nodes):
+        d = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(node.spec, None, d)[1]
+    return d
+
+
+def _split(d: Delta, cols: list, text) -> list:
+    """An annotated delta -> [(key text of ``cols``, the rows with that key)]."""
+    inv, first = group_codes([d.table.column(c) for c in cols], len(d))
+    reps = d.table.take(pa.array(first))
+    keys = list(zip(*[reps.column(c).to_pylist() for c in cols]))
+    texts: dict = {}  # key text -> its number (keys that give one text share it)
+    num = np.fromiter((texts.setdefault(text(k), len(texts)) for k in keys), np.int64, len(keys))
+    row = num[inv]
+    order = np.argsort(row, kind="stable")
+    bounds = np.flatnonzero(np.diff(row[order])) + 1
+    names = list(texts)
+    out = []
+    for idx in np.split(order, bounds):
+        t = names[row[idx[0]]]
+        if t is not None:  # a NULL join key: never joins
+            out.append((t, d.take(idx)))
+    return out
 
 
 class KeyedQuery:
@@ -51,45 +110,91 @@ class KeyedQuery:
         m.prepare({t.lower(): list(s.names) for t, s in schemas.items()})
         self.ctx = m.ctx
         self.space = m.ctx.space
-        if len(m.tables) != 1:
-            raise UnsupportedSqlError(f"sketch {name!r}: the statestore backend maintains single-table queries; "
-                                      f"this one reads {m.tables} (keep it on [state] backend = \"memory\")")
-        self.table = m.tables[0]
-        self.above: list = []  # stateless nodes above the aggregation, root first
+        self.tables = list(m.tables)
+        # the tree from the root down: [stateless] [top-k [stateless]] [aggregation [stateless]] [join] input
         node = m.query.root
-        while isinstance(node, (FilterNode, ProjectNode)):
-            self.above.append(node)
-            node = node.children[0]
-        self.agg: AggNode | None = node if isinstance(node, AggNode) else None
-        if self.agg is None:
-            self.above, self.below = [], m.query.root
+        self.top, node = _stateless(node)  # above the top-k, root first
+        self.topk: TopKNode | None = node if isinstance(node, TopKNode) else None
+        if self.topk is not None:
+            self.above, node = _stateless(node.children[0])
         else:
-            self.below = self.agg.children[0]
-        n = self.below
-        while isinstance(n, (FilterNode, ProjectNode)):
-            n = n.children[0]
-        if not isinstance(n, ScanNode):
-            raise UnsupportedSqlError(f"sketch {name!r}: the statestore backend maintains selections, projections "
-                                      f"and one aggregation; found {type(n).__name__} (joins, unions and top-k stay "
-                                      "on [state] backend = \"memory\")")
-        schema = schemas[self.table] if self.table in schemas else {t.lower(): s for t, s in schemas.items()}[self.table]
-        n.state.types = {c: normalize_type(schema.field(c).type) for c, _ in n.spec.columns}
-        self.schema = schema
+            self.top, self.above = [], self.top
+        self.agg: AggNode | None = node if isinstance(node, AggNode) else None
+        if self.agg is None:  # nothing stateless between the top-k (or μ) and what comes below
+            node = self.topk.children[0] if self.topk is not None else m.query.root
+            self.above = []
+        else:
+            node = self.agg.children[0]
+        self.below = node  # the input of the aggregation / top-k / μ
+        self.mid, n = _stateless(node)  # between a join and that input, root first
+        self.join: JoinNode | None = n if isinstance(n, JoinNode) else None
+        if self.join is not None:
+            if not self.join.lkeys:
+                raise UnsupportedSqlError(f"sketch {name!r}: the statestore backend keys a join by its equality "
+                                          "columns; this one is a cross product (keep it on [state] backend = "
+                                          "\"memory\")")
+            self.sides = list(self.join.children)
+            self.join_spec = dataclasses.replace(self.join.spec, use_bloom=False)  # one key per state: no filter
+            leaves = [_stateless(s)[1] for s in self.sides]
+        else:
+            self.sides = []
+            leaves = [n]
+        for leaf in leaves:
+            if not isinstance(leaf, ScanNode):
+                raise UnsupportedSqlError(f"sketch {name!r}: the statestore backend maintains selections, "
+                                          "projections, one two-way equi-join of table scans, one aggregation and "
+                                          f"one top-k; found {type(leaf).__name__} (keep it on [state] backend = "
+                                          "\"memory\")")
+        lower = {t.lower(): s for t, s in schemas.items()}
+        for leaf in leaves:
+            schema = lower[leaf.table]
+            leaf.state.types = {c: normalize_type(schema.field(c).type) for c, _ in leaf.spec.columns}
+        self.schemas = {t: lower[t] for t in self.tables}
+        self.table = self.tables[0] if len(self.tables) == 1 else None  # single-table queries (capture)
+        self.schema = self.schemas[self.tables[0]]
 
     @property
     def aggregated(self) -> bool:
         return self.agg is not None
 
+    @property
+    def plain(self) -> bool:
+        """No join and no top-k: the shapes capture at registration builds state for."""
+        return self.join is None and self.topk is None
+
+    def reads(self, table: str) -> bool:
+        return table.lower() in self.tables
+
     # -- stage 1: annotate ---------------------------------------------------------------------
-    def annotate(self, deltas: list) -> Delta | None:
+    def _raw(self, table: str, deltas: list) -> dict:
+        schema = self.schemas[table.lower()]
+        cols = {f.name: [img[f.name] for _, img in deltas] for f in schema}
+        tbl = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
+        w = np.fromiter((x for x, _ in deltas), dtype=np.int64, count=len(deltas))
+        return {table.lower(): (tbl, w)}
+
+    def annotate(self, deltas: list, table: str | None = None) -> Delta | None:
         """Signed deltas [(weight, image dict)] of the query's table -> the annotated delta below
-        the aggregation (or of the whole query when it has none)."""
+        the aggregation / top-k (or of the whole query when it has neither). Not for joins."""
         if not deltas:
             return None
-        cols = {f.name: [img[f.name] for _, img in deltas] for f in self.schema}
-        tbl = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in self.schema], schema=self.schema)
-        w = np.fromiter((x for x, _ in deltas), dtype=np.int64, count=len(deltas))
-        return self.below.run(self.ctx, {self.table: (tbl, w)}, False)
+        return self.below.run(self.ctx, self._raw(table or self.tables[0], deltas), False)
+
+    def annotate_sides(self, table: str, deltas: list) -> list:
+        """A join's stage 1: signed deltas of ``table`` -> [(join key text, side 0/1, Delta)] for
+        each side that scans it (both for a self-join); rows with a NULL key never join: dropped."""
+        if not deltas:
+            return []
+        raw = self._raw(table, deltas)
+        out = []
+        for side, (sub, keys) in enumerate(zip(self.sides, (self.join.lkeys, self.join.rkeys))):
+            if sub.tables() != {table.lower()}:
+                continue
+            d = sub.run(self.ctx, raw, False)
+            if d is None or len(d) == 0:
+                continue
+            out.extend((k, side, part) for k, part in _split(d, keys, join_key_text))
+        return out
 
     def split_groups(self, d: Delta | None) -> list:
         """An annotated delta -> [(group key text, that group's rows as a Delta)]."""
@@ -98,29 +203,64 @@ class KeyedQuery:
         spec = self.agg.spec
         if not spec.group:
             return [("()", d)]
-        inv, first = group_codes([d.table.column(i) for i, _ in spec.group], len(d))
-        reps = d.table.take(pa.array(first))
-        keys = list(zip(*[reps.column(i).to_pylist() for i, _ in spec.group]))
-        order = np.argsort(inv, kind="stable")
-        bounds = np.flatnonzero(np.diff(inv[order])) + 1
-        out = []
-        for g, idx in zip(np.unique(inv[order]).tolist(), np.split(order, bounds)):
-            out.append((group_key_text(keys[g]), d.take(idx)))
-        return out
+        return _split(d, [i for i, _ in spec.group], group_key_text)
+
+    def route(self, d: Delta | None, after: str) -> Routed:
+        """The output of the stage ``after`` (``input``, ``join``, ``group``, ``topk``) to the next
+        stateful stage: the aggregation's groups, the top-k's one key, or μ's fragments."""
+        r = Routed()
+        if d is None or len(d) == 0:
+            return r
+        if after in ("input", "join") and self.agg is not None:
+            r.groups = self.split_groups(d)
+        elif after != "topk" and self.topk is not None:
+            r.topk = d
+        else:
+            r.fragments = fragment_weights(d)
+        return r
+
+    # -- stage: one join key ---------------------------------------------------------------------
+    def join_step(self, blob: bytes | None, lefts: list, rights: list) -> tuple:
+        """Both sides' rows of one join key (or None) and this batch's rows of each side ->
+        (new state or None once both sides are empty, the join's output below the next stage).
+        Δ(L ⋈ R) = ΔL ⋈ R + L ⋈ ΔR + ΔL ⋈ ΔR (``operators.sketch.join.step`` on this key's rows)."""
+        spec, nbits = self.join_spec, self.space.nbits
+        held = decode_join(blob) if blob is not None else (None, None)
+        state = join.new_state(spec)
+        for store, d, keys in ((state.left, held[0], spec.left_keys), (state.right, held[1], spec.right_keys)):
+            if d is not None:
+                store.add(d, key_hash(d.table, keys))
+        state, out = join.step(spec, state, Delta.concat(lefts, nbits), Delta.concat(rights, nbits))
+        out = _run_stateless(self.mid, out)
+        left, right = state.left.rows(), state.right.rows()
+        return (encode_join(left, right) if left is not None or right is not None else None), out
 
     # -- stage 2: one group ----------------------------------------------------------------------
     def group_step(self, blob: bytes | None, parts: list) -> tuple:
         """The group's state (or None) and its rows of this batch -> (new state or None when the
         group is gone, {global fragment: weight} for μ)."""
+        state, out = self.group_delta(blob, parts)
+        return state, fragment_weights(out)
+
+    def group_delta(self, blob: bytes | None, parts: list) -> tuple:
+        """As ``group_step``, the group's output rows (after HAVING/projections) as a Delta."""
         spec = self.agg.spec
         state = decode_group(blob) if blob is not None else aggregate.new_state(spec)
         d = Delta.concat(parts, self.space.nbits)
         state, out = aggregate.step(spec, state, d)
-        for node in reversed(self.above):
-            out = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(
-                node.spec, None, out)[1]
+        out = _run_stateless(self.above, out)
         keep = bool(state.slot_of) or not spec.group
-        return (encode_group(state) if keep else None), fragment_weights(out)
+        return (encode_group(state) if keep else None), out
+
+    # -- stage: top-k (one key per query) -----------------------------------------------------------
+    def topk_step(self, blob: bytes | None, parts: list) -> tuple:
+        """The query's ordered rows (every row of the top-k's input, as the memory engine keeps
+        them) and this batch's input rows -> (new state or None when empty, the top-k's output
+        changes after the nodes above it)."""
+        state = decode_topk(blob) if blob is not None else topk.TopKState()
+        state, out = topk.step(self.topk.spec, state, Delta.concat(parts, self.space.nbits))
+        out = _run_stateless(self.top, out)
+        return (encode_topk(state) if state.entries else None), out
 
     # -- output ------------------------------------------------------------------------------------
     def split_fragment(self, g: int) -> tuple:
@@ -134,6 +274,15 @@ class KeyedQuery:
 def group_key_text(key: tuple) -> str:
     """A group key as text: equal keys (as the memory backend's dict sees them) give equal text."""
     return repr(tuple(0.0 if isinstance(v, float) and v == 0 else v for v in key))
+
+
+def join_key_text(key: tuple) -> str | None:
+    """A join key as text; keys the join finds equal (1 and 1.0 alike) give equal text; None when
+    a value is NULL (such rows never join). Keys that only look alike share a state, where the
+    join compares values."""
+    if any(v is None for v in key):
+        return None
+    return repr(tuple(float(v) if isinstance(v, numbers.Number) and not isinstance(v, bool) else v for v in key))
 
 
 def fragment_weights(d: Delta | None) -> dict:
@@ -173,6 +322,29 @@ def decode_group(blob: bytes):
     enc, state = pickle.loads(blob)
     if enc != GROUP_ENCODING:
         raise StateError(f"group state encoding {enc!r} is not {GROUP_ENCODING!r}")
+    return state
+
+
+def encode_join(left: Delta | None, right: Delta | None) -> bytes:
+    return pickle.dumps((JOIN_ENCODING, [None if d is None else (d.table, d.weight, d.sketch) for d in (left, right)]),
+                        protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_join(blob: bytes) -> tuple:
+    enc, sides = pickle.loads(blob)
+    if enc != JOIN_ENCODING:
+        raise StateError(f"join state encoding {enc!r} is not {JOIN_ENCODING!r}")
+    return tuple(None if x is None else Delta(*x) for x in sides)
+
+
+def encode_topk(state) -> bytes:
+    return pickle.dumps((TOPK_ENCODING, state), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_topk(blob: bytes):
+    enc, state = pickle.loads(blob)
+    if enc != TOPK_ENCODING:
+        raise StateError(f"top-k state encoding {enc!r} is not {TOPK_ENCODING!r}")
     return state
 
 

@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from connectors.debezium import CdcEvent
-from operators.errors import UnsupportedSqlError
 from operators.keyed.cdc import DictStore, bucket_of, step
 from operators.keyed.pipeline import KeyedPipeline
 from operators.keyed.sketch import KeyedQuery, mu_step
@@ -176,11 +175,3 @@ def test_mu_counter_flips_only_at_zero():
     assert mu_step(1, -1) == (0, -1)
     with pytest.raises(Exception, match="below zero"):
         mu_step(0, -1)
-
-
-def test_joins_and_topk_are_refused_with_a_reason():
-    schemas = {"t": SCHEMA, "u": pa.schema([("id", pa.int64()), ("w", pa.int64())])}
-    with pytest.raises(UnsupportedSqlError, match="single-table"):
-        KeyedQuery("j", "SELECT t.v FROM t JOIN u ON t.id = u.id", PART, schemas)
-    with pytest.raises(UnsupportedSqlError, match="top-k"):
-        KeyedQuery("k", "SELECT id, v FROM t ORDER BY v LIMIT 3", PART, {"t": SCHEMA})
