@@ -5,11 +5,15 @@ One batch::
     Kafka source
       -> decode (mapInArrow, on the executors): CDC events keyed by (table, bucket of the key)
       -> transformWithState CdcProcessor   (key table, bucket)   state cdc_last_image_v1
+      [-> transformWithState JoinProcessor (key query, join key) state sketch_join_v1]
       -> transformWithState GroupProcessor (key query, group)    state imp_group_v1
+      [-> transformWithState TopKProcessor (key query)           state topk_ordered_v2]
       -> transformWithState MuProcessor    (key query, fragment) state mu_fragment_v1
       -> foreachBatch (driver): mirror MERGE per table, other maintainers (triangles, views),
          sketch_deltas and sketches, quarantine, the batches row; each write idempotent on
          (app id, batch id) as in the memory backend.
+
+The join and top-k operators are in the plan only when a registered query needs them.
 
 The state lives in Spark's state store (RocksDB provider, changelog checkpointing; one state
 partition per shuffle partition, pinned by the checkpoint) on the executors. What reaches the
@@ -40,9 +44,17 @@ from streaming_app.decode_stage import offset_ranges
 from streaming_app.job import BatchContext, IngestJob, _fault, _ms
 from streaming_app.statestore import processors as P
 
-# stateOperators[i] of the query's progress: Spark lists them from the sink back (measured: the
-# first has the fragment counters, the last the MapState of last images)
-STATE_OPERATORS = ("mu.fragment", "imp.group", "cdc.last_image")
+def state_operators(queries) -> tuple:
+    """The keyed operators in the plan for these ``KeyedQuery``s as the query's progress lists its
+    stateOperators: from the sink back (measured: the first has the fragment counters, the last
+    the MapState of last images)."""
+    ops = ["mu.fragment"]
+    if any(q.topk is not None for q in queries):
+        ops.append("topk.ordered")
+    ops.append("imp.group")
+    if any(q.join is not None for q in queries):
+        ops.append("sketch.join")
+    return tuple(ops + ["cdc.last_image"])
 
 
 def _decoder(cfg, buckets: int):
@@ -140,8 +152,15 @@ class StatestoreJob(IngestJob):
         if not any(v > 0 for v in versions.values()):
             pin.unlink(missing_ok=True)
             return
-        rec = capture.run_capture(spark, self.cfg, self.lake, self.specs, versions)
         queries = self._keyed()
+        refused = sorted(n for n, q in queries.items() if not q.plain and any(v > 0 for t, v in versions.items()
+                                                                               if q.reads(t)))
+        if refused:
+            raise ConfigError(f"[state] backend = \"statestore\": sketches {refused} (a join or a top-k) over mirrors "
+                              "that already hold data: capture at registration builds no join or top-k state yet; "
+                              "register them before the mirrors fill, or keep [state] backend = \"memory\"")
+        plain = [s for s in self.specs if queries[s[0]].plain]  # the others start empty
+        rec = capture.run_capture(spark, self.cfg, self.lake, plain, versions)
         current: dict = {n: {} for n in queries}
         for name, g in rec["sketch"]:
             table, frag = queries[name].split_fragment(g)
@@ -176,8 +195,14 @@ class StatestoreJob(IngestJob):
             from streaming_app.statestore.capture import initial_states
 
             init = initial_states(self.spark, rec)
-        procs = (P.CdcProcessor(self.specs), P.GroupProcessor(self.specs), P.MuProcessor())
-        for proc, state in zip(procs, init):
+        ops = state_operators(self._keyed().values())
+        procs = [(P.CdcProcessor(self.specs), init[0]), (P.GroupProcessor(self.specs), init[1]),
+                 (P.MuProcessor(), init[2])]
+        if "sketch.join" in ops:  # no initial state: refused over non-empty mirrors (setup)
+            procs.insert(1, (P.JoinProcessor(self.specs), None))
+        if "topk.ordered" in ops:
+            procs.insert(-1, (P.TopKProcessor(self.specs), None))
+        for proc, state in procs:
             rows = rows.groupBy("k1", "k2").transformWithState(proc, P.ROW_SCHEMA, "Append", "None",
                                                                initialState=state)
         return rows
@@ -276,7 +301,7 @@ class StatestoreJob(IngestJob):
             cur = self.current.setdefault(name, {}).setdefault(table, set())
             (cur.add if change > 0 else cur.discard)(frag)
         # every query whose table changed gets its row (the mirror version moves), as the memory backend
-        touched = {n for n, q in queries.items() if any(t.lower() == q.table for t in ctx.changed_tables)}
+        touched = {n for n, q in queries.items() if any(q.reads(t) for t in ctx.changed_tables)}
         if ctx.batch_id == 0 and self._first_batch_capture() is not None:
             touched = set(queries)  # as the memory backend writes every captured query's row in its first batch
         deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
@@ -301,7 +326,7 @@ class StatestoreJob(IngestJob):
             (Path(self.cfg.checkpoint_dir) / "ivmstream_last_progress.json").write_text(p.prettyJson)
         return {name: {k: op.get(k) for k in ("numRowsTotal", "numRowsUpdated", "numRowsRemoved", "memoryUsedBytes",
                                               "commitTimeMs", "allUpdatesTimeMs")}
-                for name, op in zip(STATE_OPERATORS, ops)}
+                for name, op in zip(state_operators(self._keyed().values()), ops)}
 
     def start(self, available_now: bool = False):
         self.query = super().start(available_now)
@@ -337,7 +362,7 @@ class _SketchRow:
 
     def __init__(self, reg, q, current: dict, versions: dict):
         self.reg, self.q, self.current, self.dirty = reg, q, current, True
-        self.versions = {t: v for t, v in versions.items() if t.lower() == q.table}
+        self.versions = {t: v for t, v in versions.items() if q.reads(t)}
 
     def sketch_rows(self, batch_id: int) -> list[dict]:
         from streaming_app.sketches.outputs import sketch_rows

@@ -1,4 +1,4 @@
-"""The three keyed operators of the statestore backend as Spark stateful processors.
+"""The keyed operators of the statestore backend as Spark stateful processors.
 
 Each is ``transformWithState`` (Row flavour) over rows of one shape, ``ROW_SCHEMA``:
 ``k1, k2`` (the key of the next stateful operator), ``kind``, ``w`` (a weight) and ``a``
@@ -12,8 +12,10 @@ row, RocksDB; ../shared/anchors/spark-state.md §1); ``applyInPandasWithState`` 
 followed by another stateful operator in append mode, and these are three in a row.
 
 State variables carry their encoding's version in their name (``cdc_last_image_v1``,
-``imp_group_v1``, ``mu_fragment_v1``): a new encoding is a new variable, and
-``format("state-metadata")`` shows which one a checkpoint holds.
+``sketch_join_v1``, ``imp_group_v1``, ``topk_ordered_v2``, ``mu_fragment_v1``): a new
+encoding is a new variable, and ``format("state-metadata")`` shows which one a checkpoint
+holds. The join and top-k operators are in the query only when a registered query has a
+join / a top-k (the checkpoint pins the queries, so the plan stays the same for its life).
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ EVENT, TRUNCATE_ALL = "e", "t"  # a CDC event for (table, bucket); stage 1
 MIRROR, TRUNCATED = "m", "T"  # (table, key, final image | None); (table,)
 REJECTED, SLICE, SCHEMA = "x", "o", "c"  # a Rejected; a decode slice's counts and offsets; a dropped column
 GROUP_ROWS, FRAGMENT, SKETCH = "g", "f", "s"  # stage 2 input; μ input; a sketch change (+1/-1)
+JOIN_ROWS, TOPK_ROWS = "j", "k"  # a join side's rows of one join key (w: side 0/1); a top-k's input rows
+
+
+def _routed(name: str, r):
+    """A stage's output (``KeyedQuery.route``) as rows keyed for the next stateful operator."""
+    from operators.keyed.sketch import encode_delta
+
+    for gkey, d in r.groups:
+        yield Row(k1=f"g:{name}", k2=gkey, kind=GROUP_ROWS, w=0, a=encode_delta(d))
+    if r.topk is not None:
+        yield Row(k1=f"k:{name}", k2="", kind=TOPK_ROWS, w=0, a=encode_delta(r.topk))
+    for f, x in r.fragments.items():
+        yield Row(k1=f"f:{name}", k2=str(f), kind=FRAGMENT, w=int(x), a=None)
 
 
 def dumps(x) -> bytes:
@@ -109,17 +124,22 @@ class CdcProcessor(StatefulProcessor):
             return
         events = [pickle.loads(r.a) for r in rows]
         store = _MapStore(self.images)
-        qs = [q for q in self.queries.all().values() if q.table == table.lower()]
-        out = stage_cdc(store, events, qs)
+        qs = [q for q in self.queries.all().values() if q.reads(table)]
+        out = stage_cdc(store, events, qs, table)
         if out.plan.truncate:
             yield Row(k1=PASS, k2=bucket, kind=TRUNCATED, w=0, a=dumps(table))
         for k, img in out.plan.final.items():
             yield Row(k1=PASS, k2=bucket, kind=MIRROR, w=0, a=dumps((table, k, img)))
         for ev, code, reason in out.plan.rejected:
             yield Row(k1=PASS, k2=bucket, kind=REJECTED, w=0, a=dumps((table, ev.partition, ev.offset, code, reason)))
+        for name, js in out.joins.items():
+            for jkey, side, d in js:
+                yield Row(k1=f"j:{name}", k2=jkey, kind=JOIN_ROWS, w=side, a=encode_delta(d))
         for name, groups in out.groups.items():
             for gkey, d in groups:
                 yield Row(k1=f"g:{name}", k2=gkey, kind=GROUP_ROWS, w=0, a=encode_delta(d))
+        for name, d in out.topk.items():
+            yield Row(k1=f"k:{name}", k2="", kind=TOPK_ROWS, w=0, a=encode_delta(d))
         for name, fw in out.fragments.items():
             for f, x in fw.items():
                 yield Row(k1=f"f:{name}", k2=str(f), kind=FRAGMENT, w=int(x), a=None)
@@ -129,7 +149,8 @@ class CdcProcessor(StatefulProcessor):
 
 
 class GroupProcessor(StatefulProcessor):
-    """Key (query, group): ``imp.group.v1`` -> the group's fragment weights for μ."""
+    """Key (query, group): ``imp.group.v1`` -> the group's output rows for the top-k, or their
+    fragment weights for μ."""
 
     def __init__(self, specs: list):
         self.queries = _Queries(specs)
@@ -151,13 +172,77 @@ class GroupProcessor(StatefulProcessor):
         q = self.queries.all()[name]
         parts = [decode_delta(r.a) for r in rows]
         old = self.group.get()
-        blob, fw = q.group_step(old[0] if old is not None else None, parts)
+        blob, out = q.group_delta(old[0] if old is not None else None, parts)
         if blob is None:
             self.group.clear()
         else:
             self.group.update((blob,))
-        for f, x in fw.items():
-            yield Row(k1=f"f:{name}", k2=str(f), kind=FRAGMENT, w=int(x), a=None)
+        yield from _routed(name, q.route(out, "group"))
+
+    def close(self) -> None:
+        pass
+
+
+class JoinProcessor(StatefulProcessor):
+    """Key (query, join key): ``sketch.join.v1`` (both sides' rows of that key) -> the join's
+    output rows for the aggregation, the top-k or μ."""
+
+    def __init__(self, specs: list):
+        self.queries = _Queries(specs)
+
+    def init(self, handle) -> None:
+        self.sides = handle.getValueState("sketch_join_v1", "blob binary")
+
+    def handleInputRows(self, key, rows, timerValues):
+        from operators.keyed.sketch import decode_delta
+
+        k1, _ = key
+        if not k1.startswith("j:"):
+            yield from _passthrough(rows)
+            return
+        name = k1[2:]
+        q = self.queries.all()[name]
+        parts: tuple = ([], [])
+        for r in rows:
+            parts[int(r.w)].append(decode_delta(r.a))
+        old = self.sides.get()
+        blob, out = q.join_step(old[0] if old is not None else None, *parts)
+        if blob is None:
+            self.sides.clear()
+        else:
+            self.sides.update((blob,))
+        yield from _routed(name, q.route(out, "join"))
+
+    def close(self) -> None:
+        pass
+
+
+class TopKProcessor(StatefulProcessor):
+    """Key (query, ""): ``topk.ordered.v2`` (every input row in order, the emitted k) -> the
+    top-k's changes as fragment weights for μ."""
+
+    def __init__(self, specs: list):
+        self.queries = _Queries(specs)
+
+    def init(self, handle) -> None:
+        self.ordered = handle.getValueState("topk_ordered_v2", "blob binary")
+
+    def handleInputRows(self, key, rows, timerValues):
+        from operators.keyed.sketch import decode_delta
+
+        k1, _ = key
+        if not k1.startswith("k:"):
+            yield from _passthrough(rows)
+            return
+        name = k1[2:]
+        q = self.queries.all()[name]
+        old = self.ordered.get()
+        blob, out = q.topk_step(old[0] if old is not None else None, [decode_delta(r.a) for r in rows])
+        if blob is None:
+            self.ordered.clear()
+        else:
+            self.ordered.update((blob,))
+        yield from _routed(name, q.route(out, "topk"))
 
     def close(self) -> None:
         pass
