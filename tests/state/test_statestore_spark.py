@@ -111,19 +111,19 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
     from operators.errors import ConfigError
 
     cfg = parse_config(config_data(tmp_path / "refuse", kafka_broker.bootstrap, "statestore", name="scr", topic=topic,
-                                   sketches={"topk": "SELECT g, SUM(v) AS s FROM t GROUP BY g ORDER BY s LIMIT 2"}))
+                                   sketches={"topk": JOIN_TOPK["topk"]}))
     path = sink.ensure_mirror(spark, sink.Lake(cfg.lake_root), cfg.table("t"))
     spark.createDataFrame(tbl).write.format("delta").mode("append").save(path)
     with pytest.raises(ConfigError, match=r"sketches \['topk'\] \(a join or a top-k\) over mirrors that already hold"):
         run_job(cfg, available_now=True, quiet=True, spark=spark)
 
 
-JOIN_TOPK = {  # over two tables t and u (the same columns), the sketch on t.p
-    "topk": "SELECT g, SUM(v) AS s FROM t GROUP BY g ORDER BY s DESC LIMIT 3",
+JOIN_TOPK = {  # over two tables t and u (the same columns), the sketch on t.p (shapes its safety check accepts)
+    "topk": "SELECT g, COUNT(*) AS c FROM t GROUP BY g ORDER BY c DESC, g LIMIT 3",
     "topk_rows": "SELECT id, v FROM t WHERE v < 50 ORDER BY v DESC, id LIMIT 5",
     "join_agg": "SELECT t.g, SUM(u.v) AS s, COUNT(*) AS c FROM t JOIN u ON t.g = u.g GROUP BY t.g HAVING COUNT(*) > 20",
     "join_rows": "SELECT t.id, u.v FROM t JOIN u ON t.id = u.id WHERE u.v < 30",
-    "join_topk": "SELECT u.g, MAX(t.v) AS m FROM t JOIN u ON t.id = u.id GROUP BY u.g ORDER BY m, u.g LIMIT 2",
+    "join_topk": "SELECT u.g, COUNT(*) AS c FROM t JOIN u ON t.id = u.id GROUP BY u.g ORDER BY c DESC, u.g LIMIT 2",
 }
 
 
