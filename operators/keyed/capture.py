@@ -4,21 +4,24 @@ The state the keyed pipeline would hold after one batch that inserts every row o
 (and nothing else), computed slice by slice so that no process ever holds a whole table:
 
 1. ``slice_rows`` (one slice of one table's rows, stateless): for each row its last image
-   under (table, bucket of its key) -- ``cdc.last_image.v1``'s entry; and for each query on
-   the table the slice's annotated rows, cut by ``GROUP_BUCKETS`` buckets of the group key
-   (one blob per (query, bucket): every row of a group lands in the same bucket) or, for a
+   under (table, bucket of its key) -- an entry of a ``cdc.image_pages.v2`` page; and for each
+   query on the table the slice's annotated rows, cut by ``GROUP_BUCKETS`` buckets of the
+   group's page (one blob per (query, bucket): every row of a page's groups lands in the
+   same bucket) or, for a
    query without aggregation, its fragment weights (key (query, fragment)).
 2. ``merge_groups`` (all blobs of one (query, bucket)): one ``aggregate.step`` from the empty
    state over them, then the HAVING/projection nodes above it (their output rows' fragment
-   weights are μ's input), and the state cut into one ``imp.group.v1`` per group: the entries
-   ``group_step`` would hold had the group's rows come in one batch.
+   weights are μ's input), and the state cut into one ``imp.group.v1`` per group (the entries
+   ``group_step`` would hold had the group's rows come in one batch), gathered into pages of
+   groups (``imp.group_pages.v2``, the group stage's state per (query, page)).
 3. μ (key (query, fragment)): the sum of the fragment weights of 1 and 2; the fragments with
    a positive count are the sketch.
 
-Rows are ``(k1, k2, pk, w, a)`` (``CAPTURE_SCHEMA``): k1 is the table for a last image (pk:
-``repr`` of the key as the CDC stage's MapState has it; a: its pickled (key, image)), ``g:``
-+ query for partial rows (k2: bucket; a: ``encode_delta``) or a group state (k2: the group key
-text; a: ``encode_group``), ``f:`` + query for a fragment weight or count (w). Spark runs 1 as
+Rows are ``(k1, k2, pk, w, a)`` (``CAPTURE_SCHEMA``): k1 is the table for a last image (w:
+the key's ``key_hash``, from which the page follows once the table's page count is known; a:
+its pickled (key, image); the pages job groups them by (table, bucket, page)), ``g:``
++ query for partial rows (k2: bucket; a: ``encode_delta``) or a page of group states (k2: the
+page; w: its groups; a: {group key text: ``encode_group``} pickled), ``f:`` + query for a fragment weight or count (w). Spark runs 1 as
 ``mapInArrow`` over the mirror at a pinned Delta version, 2 over partitions sorted by (k1, k2)
 and 3 as a ``sum``; the tests run the same functions in one process.
 """
@@ -27,12 +30,12 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
-import zlib
 
 import numpy as np
 import pyarrow as pa
 
-from operators.keyed.cdc import bucket_of
+from operators.keyed.cdc import encode_page, key_hash
+from operators.keyed.pipeline import group_page
 from operators.keyed.sketch import decode_delta, encode_delta, encode_group, fragment_weights, group_key_text
 from operators.sketch import aggregate, stateless
 from operators.sketch.delta import Delta, group_codes
@@ -71,7 +74,8 @@ class _Rows:
         return pa.table([pa.array(c, f.type) for c, f in zip(self.cols, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
 
 
-def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buckets: int) -> pa.Table:
+def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buckets: int,
+               group_pages: int) -> pa.Table:
     """Stage 1 for one slice of ``table``'s rows (columns in the table's schema order)."""
     out = _Rows()
     names = rows.column_names
@@ -79,7 +83,8 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
     images = [dict(zip(names, vals)) for vals in zip(*cols)]
     for img in images:
         key = tuple(img[c] for c in primary_key)
-        out.add(table, str(bucket_of(key, buckets)), repr(key), 0, _dumps((key, img)))
+        h = key_hash(key)
+        out.add(table, str(h % buckets), None, h, _dumps((key, img)))
     deltas = [(1, img) for img in images]
     for q in queries:
         if q.table != table.lower():
@@ -88,7 +93,7 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
         if d is None or len(d) == 0:  # as the pipeline: no rows below the aggregation, no group
             continue
         if q.aggregated:
-            for b, part in _by_bucket(q, d):
+            for b, part in _by_bucket(q, d, group_pages):
                 out.add(f"g:{q.name}", str(b), a=encode_delta(part))
         else:
             for f, x in fragment_weights(d).items():
@@ -96,22 +101,25 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
     return out.table()
 
 
-def _by_bucket(q, d: Delta) -> list:
-    """An annotated delta -> [(bucket, its rows)], the bucket from the group key's text."""
+def _by_bucket(q, d: Delta, group_pages: int) -> list:
+    """An annotated delta -> [(bucket, its rows)], the bucket from the group's page (so that a
+    page's groups all reach one ``merge_groups`` call)."""
     spec = q.agg.spec
     if not spec.group:
-        return [(0, d)]
+        return [(group_page(group_key_text(()), group_pages) % GROUP_BUCKETS, d)]
     inv, first = group_codes([d.table.column(i) for i, _ in spec.group], len(d))
     reps = d.table.take(pa.array(first))
     keys = zip(*[reps.column(i).to_pylist() for i, _ in spec.group])
-    gb = np.fromiter((zlib.crc32(group_key_text(k).encode()) % GROUP_BUCKETS for k in keys), np.int64, len(first))
+    gb = np.fromiter((group_page(group_key_text(k), group_pages) % GROUP_BUCKETS for k in keys), np.int64,
+                     len(first))
     rb = gb[inv]
     return [(int(b), d.filter(rb == b)) for b in np.unique(rb).tolist()]
 
 
-def merge_groups(queries: dict, rows: pa.Table) -> pa.Table:
+def merge_groups(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
     """Stage 2 over whole buckets (rows with ``k1`` = ``g:`` + query, any number of buckets):
-    group states and the fragment weights of their output rows."""
+    pages of group states (k2: the page, w: its groups, a: the page blob) and the fragment
+    weights of their output rows."""
     by: dict = {}
     for qk, blob in zip(rows.column("k1").to_pylist(), rows.column("a").to_pylist()):
         by.setdefault(qk, []).append(blob)
@@ -125,9 +133,12 @@ def merge_groups(queries: dict, rows: pa.Table) -> pa.Table:
         for node in reversed(q.above):
             res = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(
                 node.spec, None, res)[1]
+        pages: dict = {}
         for key, slot in state.slot_of.items():  # live groups only (inserts: every group seen)
             text = group_key_text(key if len(spec.group) != 1 else (key,))
-            out.add(qk, text, a=encode_group(_one_group(spec, state, slot, key)))
+            pages.setdefault(group_page(text, group_pages), {})[text] = encode_group(_one_group(spec, state, slot, key))
+        for pid, page in sorted(pages.items()):
+            out.add(qk, str(pid), w=len(page), a=encode_page(page))
         for f, x in fragment_weights(res).items():
             out.add(f"f:{name}", str(f), w=int(x))
     return out.table()

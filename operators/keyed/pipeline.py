@@ -1,7 +1,7 @@
 """The keyed stages of one micro-batch in one process: the statestore backend's logic without Spark.
 
 ``stage_cdc`` (key: table and bucket), ``KeyedQuery.join_step`` (key: query and join key),
-``stage_group`` (key: query and group), ``KeyedQuery.topk_step`` (key: query) and
+``stage_group_page`` (key: query and page of groups), ``KeyedQuery.topk_step`` (key: query) and
 ``stage_mu`` (key: query and fragment) are what the Spark processors of
 ``streaming_app.statestore`` call for each key; ``KeyedPipeline`` calls them with dict state
 in the order Spark's shuffles would, so the fast tests check the keyed path against the
@@ -10,6 +10,7 @@ memory backend's engine without starting Spark.
 
 from __future__ import annotations
 
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -49,8 +50,32 @@ def stage_cdc(store, events: list, queries: list, table: str | None = None) -> S
     return out
 
 
-def stage_group(q: KeyedQuery, blob, parts: list) -> tuple:
-    return q.group_step(blob, parts)
+GROUP_PAGES = 1 << 16  # pages of groups per query (a multiple of the capture's GROUP_BUCKETS)
+
+
+def group_page(text: str, pages: int) -> int:
+    """The page of a group (by its key text): the key of the group stage with the query."""
+    return zlib.crc32(text.encode("utf-8")) % pages
+
+
+def stage_group_page(q: KeyedQuery, page_blob, parts: dict) -> tuple:
+    """One page of ``q``'s groups ({group key text: group state}, ``imp.group_pages.v2``) and
+    this batch's rows of some of them ({text: [Delta]}) -> (new page blob or None when it holds
+    no group, the groups' output rows as one Delta or None)."""
+    from operators.sketch.delta import Delta
+
+    page = cdc.decode_page(page_blob) if page_blob is not None else {}
+    outs = []
+    for text, ds in parts.items():
+        blob, out = q.group_delta(page.get(text), ds)
+        if blob is None:
+            page.pop(text, None)
+        else:
+            page[text] = blob
+        if out is not None and len(out):
+            outs.append(out)
+    out = outs[0] if len(outs) == 1 else (Delta.concat(outs, q.space.nbits) if outs else None)
+    return (cdc.encode_page(page) if page else None), out
 
 
 def stage_mu(count: int, w: int) -> tuple:
@@ -60,12 +85,12 @@ def stage_mu(count: int, w: int) -> tuple:
 class KeyedPipeline:
     """Every keyed stage with dict state: the statestore backend's answers, in one process."""
 
-    def __init__(self, queries: list, buckets: int = 8):
+    def __init__(self, queries: list, buckets: int = 8, pages: int = 2, group_pages: int = GROUP_PAGES):
         self.queries = {q.name: q for q in queries}
-        self.buckets = buckets
-        self.cdc: dict = defaultdict(cdc.DictStore)  # (table, bucket) -> store
+        self.buckets, self.pages, self.group_pages = buckets, pages, group_pages
+        self.cdc: dict = defaultdict(cdc.DictStore)  # (table, bucket) -> {page id: page blob}
         self.joins: dict = {}  # (query, join key text) -> blob
-        self.groups: dict = {}  # (query, group key text) -> blob
+        self.groups: dict = {}  # (query, page of groups) -> page blob
         self.topks: dict = {}  # query -> blob
         self.mu: dict = {}  # (query, global fragment) -> counter
 
@@ -80,7 +105,7 @@ class KeyedPipeline:
 
         def route(name, r):
             for key, d in r.groups:
-                parts[(name, key)].append(d)
+                parts[(name, group_page(key, self.group_pages))].append((key, d))
             if r.topk is not None:
                 tparts[name].append(r.topk)
             for f, x in r.fragments.items():
@@ -97,7 +122,9 @@ class KeyedPipeline:
             plan = TablePlan()
             qs = [q for q in self.queries.values() if q.reads(table)]
             for b, bevs in sorted(by_bucket.items()):
-                o = stage_cdc(self.cdc[(table, b)], bevs, qs, table)
+                store = cdc.PagedStore(self.cdc[(table, b)], self.buckets, self.pages)
+                o = stage_cdc(store, bevs, qs, table)
+                store.flush()
                 plan.final.update(o.plan.final)
                 plan.truncate |= o.plan.truncate
                 plan.rejected.extend(o.plan.rejected)
@@ -107,7 +134,7 @@ class KeyedPipeline:
                         jparts[(name, key)][side].append(d)
                 for name, gs in o.groups.items():
                     for key, d in gs:
-                        parts[(name, key)].append(d)
+                        parts[(name, group_page(key, self.group_pages))].append((key, d))
                 for name, d in o.topk.items():
                     tparts[name].append(d)
                 for name, fw in o.fragments.items():
@@ -119,10 +146,13 @@ class KeyedPipeline:
             blob, out = q.join_step(self.joins.get((name, key)), ls, rs)
             _keep(self.joins, (name, key), blob)
             route(name, q.route(out, "join"))
-        for (name, key), ds in parts.items():
+        for (name, pid), rows in list(parts.items()):
             q = self.queries[name]
-            blob, out = q.group_delta(self.groups.get((name, key)), ds)
-            _keep(self.groups, (name, key), blob)
+            by: dict = defaultdict(list)
+            for key, d in rows:
+                by[key].append(d)
+            blob, out = stage_group_page(q, self.groups.get((name, pid)), by)
+            _keep(self.groups, (name, pid), blob)
             route(name, q.route(out, "group"))
         for name, ds in tparts.items():
             q = self.queries[name]
@@ -146,8 +176,6 @@ class KeyedPipeline:
         """Initial state from ``tables`` ({table: pa.Table of its rows}) the way the Spark
         capture builds it (``operators.keyed.capture``): slices of ``slice_size`` rows, then
         groups, then μ; the state must be empty before."""
-        import pickle
-
         import pyarrow as pa
 
         from operators.keyed.capture import ARROW_SCHEMA, merge_groups, slice_rows
@@ -157,26 +185,34 @@ class KeyedPipeline:
         for table, rows in tables.items():
             for off in range(0, rows.num_rows, slice_size):
                 stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table], plain,
-                                     self.buckets).to_pylist()
+                                     self.buckets, self.group_pages).to_pylist()
         buckets: dict = defaultdict(list)  # (query, bucket) -> partial rows, merged bucket by bucket
         for r in stage1:
             if r["k1"].startswith("g:"):
                 buckets[(r["k1"], r["k2"])].append(r)
         stage2 = [r for rows in buckets.values()
-                  for r in merge_groups(self.queries, pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)).to_pylist()]
+                  for r in merge_groups(self.queries, pa.Table.from_pylist(rows, schema=ARROW_SCHEMA),
+                                        self.group_pages).to_pylist()]
         weights: dict = defaultdict(int)
+        pages: dict = defaultdict(list)  # (table, bucket, page) -> images, as the capture's pages job groups them
         for r in stage1:
             if r["k1"].startswith("f:"):
                 weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
             elif not r["k1"].startswith("g:"):
-                key, img = pickle.loads(r["a"])
-                self.cdc[(r["k1"], int(r["k2"]))].put(key, img)
+                pages[(r["k1"], int(r["k2"]), cdc.page_of(r["w"], self.buckets, self.pages))].append(r["a"])
+        for (table, b, pid), parts in pages.items():
+            self.cdc[(table, b)].put(pid, cdc.page_from_parts(parts))
         for r in stage2:
             if r["k1"].startswith("f:"):
                 weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
             else:
-                self.groups[(r["k1"][2:], r["k2"])] = r["a"]
+                assert (r["k1"][2:], int(r["k2"])) not in self.groups, "a page of groups from two capture buckets"
+                self.groups[(r["k1"][2:], int(r["k2"]))] = r["a"]
         self.mu.update({k: x for k, x in weights.items() if x})
+
+    def images(self) -> dict:
+        """(table, bucket) -> {key: last image} as the pages hold them."""
+        return {tb: dict(cdc.PagedStore(m, self.buckets, self.pages).items()) for tb, m in self.cdc.items()}
 
     def sketch(self, name: str) -> set:
         return {f for (n, f) in self.mu if n == name}

@@ -7,7 +7,10 @@ have moved the mirror, starts from the same state), and three parquet folders un
 checkpoint hold each operator's initial rows::
 
     capture/rows   stage 1 (mapInArrow per mirror slice): last images; partial groups; weights
-    capture/groups stage 2 (per (query, group), sorted partitions): imp_group_v1 blobs; weights
+    capture/pages  last images grouped by (table, bucket, page) (collect_list, in the JVM):
+                   one cdc_image_pages_v2 entry each, so the load is one state call per page
+    capture/groups stage 2 (per (query, bucket of pages), sorted partitions): imp_group_pages_v2
+                   blobs (one per page of groups); weights
     capture/mu     stage 3 (sum per (query, fragment)): mu_fragment_v1 counts > 0
 
 ``transformWithState(initialState=...)`` loads them into the state store in the query's first
@@ -23,6 +26,8 @@ import time
 from pathlib import Path
 
 from operators.keyed.capture import CAPTURE_SCHEMA
+from operators.keyed.cdc import MIN_PAGES, pages_for
+from operators.keyed.pipeline import GROUP_PAGES
 
 FILE = "ivmstream_capture.json"
 
@@ -47,19 +52,29 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
         cols = list(t.column_names)
         df = (spark.read.format("delta").option("versionAsOf", versions[t.name]).load(lake.mirror(t.name))
               .select(*cols))
-        frames.append(df.mapInArrow(_slices(t.name, list(t.primary_key), specs, buckets), CAPTURE_SCHEMA))
+        frames.append(df.mapInArrow(_slices(t.name, list(t.primary_key), specs, buckets, GROUP_PAGES), CAPTURE_SCHEMA))
     rows = frames[0]
     for f in frames[1:]:
         rows = rows.unionAll(f)
     sc.setJobDescription("ivmstream capture: last images and partial groups from the mirrors")
     rows.write.mode("overwrite").parquet(str(out / "rows"))
-    t1 = time.perf_counter()
     rows = spark.read.parquet(str(out / "rows"))
+    images = rows.filter(~F.col("k1").startswith("g:") & ~F.col("k1").startswith("f:"))
+    sc.setJobDescription("ivmstream capture: last images in pages")
+    per_table = {r["k1"]: r["n"] for r in images.groupBy("k1").agg(F.count("*").alias("n")).collect()}
+    pages = {t: pages_for(n, buckets) for t, n in per_table.items()}
+    n_pages = (F.element_at(F.create_map(*[F.lit(x) for tn in pages.items() for x in tn]), F.col("k1"))
+               if pages else F.lit(MIN_PAGES))
+    # page_of(key_hash, buckets, pages), the hash being in w
+    (images.select("k1", "k2", F.pmod(F.expr(f"w div {int(buckets)}"), n_pages).cast("long").alias("page"), "a")
+     .groupBy("k1", "k2", "page").agg(F.collect_list("a").alias("parts"))
+     .write.mode("overwrite").parquet(str(out / "pages")))
+    t1 = time.perf_counter()
     sc.setJobDescription("ivmstream capture: group states")
     # groups by a shuffle and a sort, then many groups per Python call (applyInArrow would
     # make one call per group: ~1.5 M calls per sketch at SF1)
     (rows.filter(F.col("k1").startswith("g:")).repartition("k1", "k2").sortWithinPartitions("k1", "k2")
-     .mapInArrow(_groups(specs), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / "groups")))
+     .mapInArrow(_groups(specs, GROUP_PAGES), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / "groups")))
     t2 = time.perf_counter()
     groups = spark.read.parquet(str(out / "groups"))
     weights = rows.filter(F.col("k1").startswith("f:")).unionAll(groups.filter(F.col("k1").startswith("f:")))
@@ -78,8 +93,8 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
         from operators.errors import InvariantError
 
         raise InvariantError("capture: a fragment count below zero")
-    record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out),
-              "images": int(counts.get("images", 0)), "groups": groups.filter(F.col("k1").startswith("g:")).count(),
+    record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "pages": pages,
+              "images": int(counts.get("images", 0)), "groups": int(groups.filter(F.col("k1").startswith("g:")).agg(F.sum("w")).first()[0] or 0),
               "fragments": len(sketch), "sketch": sorted((q, f) for q, f, _ in sketch),
               "seconds": {"rows": round(t1 - t0, 1), "groups": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
                           "total": round(time.perf_counter() - t0, 1)}}
@@ -89,18 +104,18 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
 
 
 def initial_states(spark, record: dict) -> tuple:
-    """(CDC, group, μ) initial states as GroupedData keyed (k1, k2) like the operators' input."""
+    """(CDC, group, μ) initial states as GroupedData keyed (k1, k2) like the operators' input
+    (the CDC one: rows ``k1, k2, page, parts``, one per page)."""
     from pyspark.sql import functions as F
 
     out = Path(record["dir"])
-    rows = spark.read.parquet(str(out / "rows"))
-    cdc = rows.filter(~F.col("k1").startswith("g:") & ~F.col("k1").startswith("f:"))
+    cdc = spark.read.parquet(str(out / "pages"))
     groups = spark.read.parquet(str(out / "groups")).filter(F.col("k1").startswith("g:"))
     mu = spark.read.parquet(str(out / "mu"))
     return tuple(df.groupBy("k1", "k2") for df in (cdc, groups, mu))
 
 
-def _slices(table: str, primary_key: list, specs: list, buckets: int):
+def _slices(table: str, primary_key: list, specs: list, buckets: int, group_pages: int):
     def fn(batches):
         import pyarrow as pa
 
@@ -110,12 +125,13 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int):
         qs = [q for q in _Queries(specs).all().values() if q.table == table.lower()]
         for rb in batches:
             if rb.num_rows:
-                yield from slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets).to_batches()
+                yield from slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
+                                      group_pages).to_batches()
 
     return fn
 
 
-def _groups(specs: list):
+def _groups(specs: list, group_pages: int):
     """Stage 2 over a partition sorted by (k1, k2): whole groups per call, the last group of
     each Arrow batch carried into the next (a group may straddle two batches)."""
 
@@ -139,8 +155,8 @@ def _groups(specs: list):
                 i -= 1
             carry = t.slice(i)
             if i:
-                yield from merge_groups(queries, t.slice(0, i)).to_batches()
+                yield from merge_groups(queries, t.slice(0, i), group_pages).to_batches()
         if carry is not None and carry.num_rows:
-            yield from merge_groups(queries, carry).to_batches()
+            yield from merge_groups(queries, carry, group_pages).to_batches()
 
     return fn

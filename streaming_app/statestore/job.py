@@ -4,9 +4,9 @@ One batch::
 
     Kafka source
       -> decode (mapInArrow, on the executors): CDC events keyed by (table, bucket of the key)
-      -> transformWithState CdcProcessor   (key table, bucket)   state cdc_last_image_v1
+      -> transformWithState CdcProcessor   (key table, bucket)   state cdc_image_pages_v2
       [-> transformWithState JoinProcessor (key query, join key) state sketch_join_v1]
-      -> transformWithState GroupProcessor (key query, group)    state imp_group_v1
+      -> transformWithState GroupProcessor (key query, page)     state imp_group_pages_v2
       [-> transformWithState TopKProcessor (key query)           state topk_ordered_v2]
       -> transformWithState MuProcessor    (key query, fragment) state mu_fragment_v1
       -> foreachBatch (driver): mirror MERGE per table, other maintainers (triangles, views),
@@ -174,7 +174,10 @@ class StatestoreJob(IngestJob):
     def _pin_queries(self, fresh: bool) -> None:
         """The queries are part of the operators' state: a checkpoint keeps the set it began with."""
         path = Path(self.cfg.checkpoint_dir) / "ivmstream_statestore.json"
-        now = {"queries": {n: r.sql for n, r in self.regs.items()}, "cdc_buckets": self.cfg.state.cdc_buckets}
+        # the state variables' layout too: a checkpoint of an older one (per-key images and
+        # groups, before pages) is refused rather than read as empty state
+        now = {"queries": {n: r.sql for n, r in self.regs.items()}, "cdc_buckets": self.cfg.state.cdc_buckets,
+               "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE]}
         if fresh or not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(now, indent=1))
@@ -195,9 +198,12 @@ class StatestoreJob(IngestJob):
             from streaming_app.statestore.capture import initial_states
 
             init = initial_states(self.spark, rec)
+        from streaming_app.statestore.capture import pinned
+
+        pages = (pinned(cfg.checkpoint_dir) or {}).get("pages", {})  # fixed for the checkpoint's life
         ops = state_operators(self._keyed().values())
-        procs = [(P.CdcProcessor(self.specs), init[0]), (P.GroupProcessor(self.specs), init[1]),
-                 (P.MuProcessor(), init[2])]
+        procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init[0]),
+                 (P.GroupProcessor(self.specs), init[1]), (P.MuProcessor(), init[2])]
         if "sketch.join" in ops:  # no initial state: refused over non-empty mirrors (setup)
             procs.insert(1, (P.JoinProcessor(self.specs), None))
         if "topk.ordered" in ops:

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from connectors.debezium import CdcEvent
-from operators.keyed.cdc import DictStore, bucket_of, step
-from operators.keyed.pipeline import KeyedPipeline
+from operators.keyed.cdc import DictStore, PagedStore, bucket_of, decode_page, key_hash, page_of, pages_for, step
+from operators.keyed.pipeline import KeyedPipeline, group_page
 from operators.keyed.sketch import KeyedQuery, mu_step
 from operators.sketch import RangePartition, SketchMaintainer
 
@@ -77,14 +77,15 @@ def _table(rows, weights=None):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]))
+@given(raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]),
+       pages=st.sampled_from([1, 2, 5]), group_pages=st.sampled_from([1, 3, 1 << 16]))
 # a key truncated and written back with the image it had: no delta (found by this test)
 @example(raw=[("i", 0, 0, 1, 1), ("i", 0, 0, None, 0), ("t", 0, 0, None, 0), ("i", 0, 0, 1, 1)], cuts=[1, 4],
-         buckets=1)
-def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets):
+         buckets=1, pages=2, group_pages=3)
+def test_keyed_pipeline_equals_memory_engine(raw, cuts, buckets, pages, group_pages):
     events = _history(raw)
     keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in QUERIES.items()]
-    pipe = KeyedPipeline(keyed, buckets=buckets)
+    pipe = KeyedPipeline(keyed, buckets=buckets, pages=pages, group_pages=group_pages)
     memory = {n: SketchMaintainer(sql, PART) for n, sql in QUERIES.items()}
     for m in memory.values():
         m.initialize({"t": _table([])})
@@ -121,24 +122,31 @@ def _compare_batches(events, cuts, pipe, keyed, memory, mirror, buckets):
             assert {q.split_fragment(f)[1] for f in added} == sd.added["t"], n
             assert {q.split_fragment(f)[1] for f in removed} == sd.removed["t"], n
             assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(n)) == m.sketch["t"], n
-    # the state holds exactly the live rows, each in its bucket
-    held = {key: img for (t, b), s in pipe.cdc.items() for key, img in s.items()
+    # the state holds exactly the live rows, each in its bucket and page, and no empty page
+    held = {key: img for (t, b), s in pipe.images().items() for key, img in s.items()
             if bucket_of(key, buckets) == b}
     assert held == mirror
+    for m in pipe.cdc.values():
+        for pid, blob in m.items():
+            page = decode_page(blob)
+            assert page and all(page_of(key_hash(k), buckets, pipe.pages) == pid for k in page)
+    for (name, pid), blob in pipe.groups.items():  # pages of groups: each group in its page, no empty page
+        page = decode_page(blob)
+        assert page and all(group_page(text, pipe.group_pages) == pid for text in page)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(initial=st.dictionaries(st.integers(0, 9), st.tuples(st.integers(0, 3), st.integers(0, 10), st.integers(-1, 11)),
                                max_size=10),
        raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]),
-       slice_size=st.integers(1, 6))
-def test_capture_then_history_equals_memory_engine(initial, raw, cuts, buckets, slice_size):
+       slice_size=st.integers(1, 6), pages=st.sampled_from([1, 2, 5]), group_pages=st.sampled_from([1, 3, 1 << 16]))
+def test_capture_then_history_equals_memory_engine(initial, raw, cuts, buckets, slice_size, pages, group_pages):
     """Capture at registration: the keyed state built slice by slice from a non-empty table (as
     the Spark capture does), then a random history that updates and deletes the captured rows,
     against the memory engine initialized on the same table."""
     rows = {(i,): _row(i, g, v, p) for i, (g, v, p) in initial.items()}
     keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in QUERIES.items()]
-    pipe = KeyedPipeline(keyed, buckets=buckets)
+    pipe = KeyedPipeline(keyed, buckets=buckets, pages=pages, group_pages=group_pages)
     pipe.capture({"t": _table(list(rows.values()))}, {"t": ["id"]}, slice_size=slice_size)
     memory = {n: SketchMaintainer(sql, PART) for n, sql in QUERIES.items()}
     for n, m in memory.items():
@@ -158,6 +166,26 @@ def test_truncate_deletes_every_held_image_and_keeps_what_follows():
     assert sorted((w, img["id"], img["g"]) for w, img in out.deltas) == [(-1, 1, 0), (-1, 2, 0), (1, 3, 0)]  # the update before the truncate never lands
     assert dict(s) == {(3,): _row(3, 0, 3, 3)}
     assert out.plan.truncate
+
+
+def test_paged_store_truncate_sweeps_every_page_and_drops_empty_pages():
+    pages = DictStore()
+    s = PagedStore(pages, 1, 4)
+    step(s, [CdcEvent("t", "c", (i,), None, _row(i, 0, i, 1), None, 0, i) for i in range(12)])
+    s.flush()
+    assert 1 < len(pages) <= 4 and sum(len(decode_page(b)) for b in pages.values()) == 12
+    s = PagedStore(pages, 1, 4)  # the next batch: pages read back from the map
+    out = step(s, [CdcEvent("t", "t", (), None, None, None, 0, 20),
+                   CdcEvent("t", "c", (3,), None, _row(3, 0, 3, 1), None, 0, 21)])
+    s.flush()
+    assert len(out.deltas) == 11 and all(w == -1 for w, _ in out.deltas)  # key 3 came back as it was
+    assert list(pages) == [page_of(key_hash((3,)), 1, 4)] and decode_page(pages[list(pages)[0]]) == {(3,): _row(3, 0, 3, 1)}
+
+
+def test_pages_grow_with_the_table_in_powers_of_two():
+    assert pages_for(0, 64) == pages_for(64 * 256 * 64, 64) == 256
+    assert pages_for(64 * 256 * 64 + 1, 64) == 512
+    assert pages_for(6_000_000, 64) == 2048  # TPC-H SF1 lineitem: ~46 images a page
 
 
 def test_unchanged_image_emits_nothing_and_toast_reads_state():

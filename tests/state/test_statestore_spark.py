@@ -13,6 +13,7 @@ import pytest
 
 from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer
+from operators.keyed.cdc import decode_page
 from streaming_app.config import parse_config
 from streaming_app.runner import run_job
 from tests.state.statestore_fixture import config_data, final_rows, history, send, table_rows
@@ -57,12 +58,15 @@ def test_statestore_backend_equals_memory_backend(spark, kafka_broker, tmp_path)
     meta = spark.read.format("state-metadata").load(str(cfgs["statestore"].checkpoint_dir)).collect()
     assert len(meta) == 3 and {m["numPartitions"] for m in meta} == {int(spark.conf.get("spark.sql.shuffle.partitions"))}
     props = " ".join(m["operatorProperties"] for m in meta)
-    for var in ("cdc_last_image_v1", "imp_group_v1", "mu_fragment_v1"):
+    for var in ("cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"):
         assert var in props
-    cdc = next(m["operatorId"] for m in meta if "cdc_last_image_v1" in m["operatorProperties"])
-    images = spark.read.format("statestore").option("operatorId", cdc).option("stateVarName", "cdc_last_image_v1") \
-        .load(str(cfgs["statestore"].checkpoint_dir))
-    assert images.count() == len(final_rows(events))  # one last image per live key, none for deleted ones
+    cdc = next(m["operatorId"] for m in meta if "cdc_image_pages_v2" in m["operatorProperties"])
+    pages = spark.read.format("statestore").option("operatorId", cdc).option("stateVarName", "cdc_image_pages_v2") \
+        .load(str(cfgs["statestore"].checkpoint_dir)).collect()
+    held = {k: img for p in pages for k, img in decode_page(p["user_map_value"]["images"]).items()}
+    # one last image per live key, none for deleted ones; no empty page
+    assert held == {(k,): r for k, r in final_rows(events).items()}
+    assert all(decode_page(p["user_map_value"]["images"]) for p in pages)
 
 
 def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kafka_broker, tmp_path):
