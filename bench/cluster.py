@@ -47,14 +47,14 @@ from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # 
 from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
 from streaming_app.cluster import StandaloneCluster  # noqa: E402
 from streaming_app.config import dump_toml, parse_config  # noqa: E402
-from streaming_app.demo_run import DEMO_DIR, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402
+from streaming_app.demo_run import DEMO_DIR, DEMO_PARTITIONS, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402
 
 OUT = REPO / "bench" / "results"
 
 
 def produce(cfg, bootstrap: str, updates: int) -> int:
     """The demo's records: snapshot, then ``updates`` random changes (as demo_run streams them)."""
-    create_topics(bootstrap, cfg.topics)
+    create_topics(bootstrap, cfg.topics, partitions=DEMO_PARTITIONS)
     prod = CdcProducer(bootstrap)
     data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
     tpch = tpch_subset()

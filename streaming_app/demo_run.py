@@ -24,6 +24,10 @@ from streaming_app.config import REPO_ROOT, load_config
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 VAR = REPO_ROOT / "var"
 TPCH_TABLES = ("nation", "customer", "orders", "lineitem")
+# One partition per table topic, as Debezium's topics get by default (the broker's
+# num.partitions): Spark reads each topic-partition in a task of its own, and the first batch
+# opens a Kafka consumer per task.
+DEMO_PARTITIONS = 1
 
 
 def tpch_subset(scale: float = 0.01) -> Path:
@@ -348,7 +352,7 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
     try:
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
-        reset_topics(broker.bootstrap, cfg.topics)
+        reset_topics(broker.bootstrap, cfg.topics, partitions=DEMO_PARTITIONS)
         feed = Feed(cfg, broker.bootstrap, duration_s, rate)
         # the snapshot and the changes are sent while Spark starts and the job runs
         feeder = threading.Thread(target=feed.run, daemon=True)

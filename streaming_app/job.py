@@ -402,6 +402,9 @@ class IngestJob:
     def start(self, available_now: bool = False):
         """Start the streaming query; returns the StreamingQuery."""
         cfg = self.cfg
+        if self.spark.sparkContext.master.startswith("local"):
+            threading.Thread(target=_warm_kafka_consumer, args=(self.spark, cfg), daemon=True,
+                             name="ivmstream-kafka-warm-up").start()
         self.setup()
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", cfg.kafka.bootstrap_servers)
@@ -427,6 +430,37 @@ class IngestJob:
         self.app_id = f"{cfg.name}:{query.id}"
         self._app_ready.set()
         return query
+
+
+def _warm_kafka_consumer(spark, cfg: JobConfig) -> None:
+    """Open and close one Kafka consumer in the driver JVM while the job sets up.
+
+    In local mode Spark's tasks run in this JVM, and the first batch opens a consumer per
+    topic-partition: the first ones paid for loading and initializing the Kafka client
+    (~0.3 s to construct and ~0.8 s to first poll, against ~0.03 s and ~0.05 s for the next
+    ones; 12 consumers, load ~10), inside batch 0. This consumer starts at the end of the
+    partition (no group, no commit) and reads nothing. A failure here changes nothing: the
+    query's own consumers report it."""
+    try:
+        jvm = spark._jvm
+        props = jvm.java.util.Properties()
+        deser = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
+        settings = {k.removeprefix("kafka."): v for k, v in (*KAFKA_READ_OPTIONS.items(), *cfg.kafka.extra_options)
+                    if k.startswith("kafka.")}
+        settings.update({"bootstrap.servers": cfg.kafka.bootstrap_servers, "key.deserializer": deser,
+                         "value.deserializer": deser, "auto.offset.reset": "latest", "enable.auto.commit": "false"})
+        settings.pop("group.id", None)
+        for k, v in settings.items():
+            props.put(k, v)
+        consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+        try:
+            part = jvm.org.apache.kafka.common.TopicPartition(cfg.topics[0], 0)
+            consumer.assign(jvm.java.util.Collections.singletonList(part))
+            consumer.poll(jvm.java.time.Duration.ofMillis(200))
+        finally:
+            consumer.close(jvm.java.time.Duration.ofMillis(0))
+    except Exception:  # noqa: BLE001 - an optimization only
+        pass
 
 
 def _rejection(topic: str, raw: dict, ev, code: str, reason: str) -> Rejected:
