@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 
 from operators.keyed.cdc import encode_page, key_hash
-from operators.keyed.pipeline import group_page
-from operators.keyed.sketch import decode_delta, encode_delta, encode_group, fragment_weights, group_key_text
+from operators.keyed.sketch import (decode_delta, encode_delta, encode_group, fragment_weights, group_key_text,
+                                    group_page)
 from operators.sketch import aggregate, stateless
 from operators.sketch.delta import Delta, group_codes
 from operators.sketch.plan import FilterNode

@@ -10,13 +10,12 @@ memory backend's engine without starting Spark.
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from connectors.mirror_plan import TablePlan
 from operators.keyed import cdc
-from operators.keyed.sketch import KeyedQuery, mu_step
+from operators.keyed.sketch import KeyedQuery, group_page, mu_step
 
 
 @dataclass
@@ -51,11 +50,6 @@ def stage_cdc(store, events: list, queries: list, table: str | None = None) -> S
 
 
 GROUP_PAGES = 1 << 16  # pages of groups per query (a multiple of the capture's GROUP_BUCKETS)
-
-
-def group_page(text: str, pages: int) -> int:
-    """The page of a group (by its key text): the key of the group stage with the query."""
-    return zlib.crc32(text.encode("utf-8")) % pages
 
 
 def stage_group_page(q: KeyedQuery, page_blob, parts: dict) -> tuple:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import pickle
+import zlib
 from collections import defaultdict
 
 import numpy as np
@@ -269,6 +270,11 @@ class KeyedQuery:
             if off <= g < off + size:
                 return t, g - off
         raise InvariantError(f"sketch {self.name!r}: fragment {g} outside its sketch space")
+
+
+def group_page(text: str, pages: int) -> int:
+    """The page of a group (by its key text): the key of the group stage with the query."""
+    return zlib.crc32(text.encode("utf-8")) % pages
 
 
 def group_key_text(key: tuple) -> str:
