@@ -320,38 +320,40 @@ def mu_step(count: int, w: int) -> tuple:
     return new, 0
 
 
+def _tagged(encoding: str, state) -> bytes:
+    """A state value under its encoding's name, so that a reader of another encoding refuses it."""
+    return pickle.dumps((encoding, state), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _untagged(encoding: str, what: str, blob: bytes):
+    enc, state = pickle.loads(blob)
+    if enc != encoding:
+        raise StateError(f"{what} encoding {enc!r} is not {encoding!r}")
+    return state
+
+
 def encode_group(state) -> bytes:
-    return pickle.dumps((GROUP_ENCODING, state), protocol=pickle.HIGHEST_PROTOCOL)
+    return _tagged(GROUP_ENCODING, state)
 
 
 def decode_group(blob: bytes):
-    enc, state = pickle.loads(blob)
-    if enc != GROUP_ENCODING:
-        raise StateError(f"group state encoding {enc!r} is not {GROUP_ENCODING!r}")
-    return state
+    return _untagged(GROUP_ENCODING, "group state", blob)
 
 
 def encode_join(left: Delta | None, right: Delta | None) -> bytes:
-    return pickle.dumps((JOIN_ENCODING, [None if d is None else (d.table, d.weight, d.sketch) for d in (left, right)]),
-                        protocol=pickle.HIGHEST_PROTOCOL)
+    return _tagged(JOIN_ENCODING, [None if d is None else (d.table, d.weight, d.sketch) for d in (left, right)])
 
 
 def decode_join(blob: bytes) -> tuple:
-    enc, sides = pickle.loads(blob)
-    if enc != JOIN_ENCODING:
-        raise StateError(f"join state encoding {enc!r} is not {JOIN_ENCODING!r}")
-    return tuple(None if x is None else Delta(*x) for x in sides)
+    return tuple(None if x is None else Delta(*x) for x in _untagged(JOIN_ENCODING, "join state", blob))
 
 
 def encode_topk(state) -> bytes:
-    return pickle.dumps((TOPK_ENCODING, state), protocol=pickle.HIGHEST_PROTOCOL)
+    return _tagged(TOPK_ENCODING, state)
 
 
 def decode_topk(blob: bytes):
-    enc, state = pickle.loads(blob)
-    if enc != TOPK_ENCODING:
-        raise StateError(f"top-k state encoding {enc!r} is not {TOPK_ENCODING!r}")
-    return state
+    return _untagged(TOPK_ENCODING, "top-k state", blob)
 
 
 def encode_delta(d: Delta) -> bytes:

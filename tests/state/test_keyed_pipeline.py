@@ -35,6 +35,21 @@ QUERIES = {
 }
 
 
+def _write_mirror(mirror: dict, plan) -> tuple[list, list]:
+    """The memory backend's mirror write of one table's plan into ``mirror`` ({key: image});
+    returns the rows it removed and the rows it added (an update is one of each)."""
+    before = dict(mirror)
+    if plan.truncate:
+        mirror.clear()
+    for key, img in plan.final.items():
+        if img is None:
+            mirror.pop(key, None)
+        else:
+            mirror[key] = img
+    return ([r for key, r in before.items() if mirror.get(key) != r],
+            [r for key, r in mirror.items() if before.get(key) != r])
+
+
 def _row(i, g, v, p):
     return {"id": i, "g": g, "v": v, "p": p}
 
@@ -101,17 +116,7 @@ def _compare_batches(events, cuts, pipe, keyed, memory, mirror, buckets):
         pos, k = pos + len(batch), k + 1
         plans, deltas, changes = pipe.run_batch({"t": batch})
         # the memory backend: mirror write, then the exact difference of the mirror
-        before = dict(mirror)
-        plan = plans["t"]
-        if plan.truncate:
-            mirror.clear()
-        for key, img in plan.final.items():
-            if img is None:
-                mirror.pop(key, None)
-            else:
-                mirror[key] = img
-        gone = [r for key, r in before.items() if mirror.get(key) != r]
-        new = [r for key, r in mirror.items() if before.get(key) != r]
+        gone, new = _write_mirror(mirror, plans["t"])
         want = Counter([(-1, tuple(r.values())) for r in gone] + [(1, tuple(r.values())) for r in new])
         got = Counter((w, tuple(img.values())) for w, img in deltas.get("t", []))
         assert got == want, "signed deltas from the keyed last images differ from the mirror's difference"

@@ -21,7 +21,7 @@ from operators.errors import UnsupportedSqlError
 from operators.keyed.pipeline import KeyedPipeline
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk
 from operators.sketch import RangePartition, SketchMaintainer
-from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, ops
+from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, _write_mirror, ops
 
 U = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("w", pa.int64())])
 SCHEMAS = {"t": SCHEMA, "u": U}
@@ -115,17 +115,7 @@ def test_keyed_joins_equal_memory_engine(raw, uraw, pick, cuts, buckets):
         plans, deltas, changes = pipe.run_batch(by_table)
         diffs = {}
         for tb, plan in plans.items():
-            mirror = mirrors[tb]
-            before = dict(mirror)
-            if plan.truncate:
-                mirror.clear()
-            for key, img in plan.final.items():
-                if img is None:
-                    mirror.pop(key, None)
-                else:
-                    mirror[key] = img
-            gone = [r for key, r in before.items() if mirror.get(key) != r]
-            new = [r for key, r in mirror.items() if before.get(key) != r]
+            gone, new = _write_mirror(mirrors[tb], plan)
             diffs[tb] = _weighted(SCHEMAS[tb], gone + new, [-1] * len(gone) + [1] * len(new))
         for n, m in memory.items():
             sd = m.apply(diffs)
