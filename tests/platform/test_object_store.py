@@ -118,6 +118,8 @@ def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
     assert "Traceback" not in r.stderr and SECRET not in r.stdout + r.stderr and len(r.stderr.splitlines()) == 1
 
 
+# the spark-submit line names the jars `make setup` resolves (jvm/spark, jvm/s3a): slow tier, after setup
+@pytest.mark.spark
 def test_submit_of_a_job_on_an_s3_lake_brings_the_s3a_jars_and_no_key(tmp_path, monkeypatch):
     from streaming_app import submit
     from streaming_app.config import dump_toml
