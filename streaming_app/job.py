@@ -134,6 +134,12 @@ class IngestJob:
         self._stopping = False
         self._running: int | None = None  # the batch inside process_batch, if any
         self._finished: int | None = None  # the last batch this process finished
+        # where the streaming query resumes and whose writes it makes (the statestore backend's
+        # checkpoint generations change these: streaming_app/statestore/generations.py)
+        self.checkpoint_location = cfg.checkpoint_dir
+        self.starting_offsets = cfg.kafka.starting_offsets
+        self.writer_id: str | None = None  # None: the job name and the streaming query id
+        self.trigger_once = False  # run one batch (a pending one first) and stop
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -149,22 +155,9 @@ class IngestJob:
             m.setup(spark, self)
 
     def _load_last_batch(self, spark) -> None:
-        """The last batch this writer (app id) completed, and the mirror versions it left.
-
-        The batches table carries this writer's txn action: its version is the last batch id,
-        read from the log without a Spark job; Spark reads the row only when there is one."""
-        from pyspark.sql import functions as F
-
-        self.last_done = -1
-        path = self.lake.output("batches")
-        if not sink.maybe_written_by(path, self.app_id):
-            return
-        df = (spark.read.format("delta").load(path)
-              .where(F.col("app_id") == self.app_id).orderBy(F.col("batch_id").desc()).limit(1))
-        row = df.first()
-        if row is not None:
-            self.last_done = int(row["batch_id"])
-            self.versions.update({k: int(v) for k, v in (row["mirror_versions"] or {}).items()})
+        """The last batch this writer (app id) completed, and the mirror versions it left."""
+        self.last_done, versions = last_batch(spark, self.lake, self.app_id)
+        self.versions.update(versions)
 
     # -- the micro-batch ---------------------------------------------------------------------
     def process_batch(self, batch_df, batch_id: int) -> None:
@@ -415,7 +408,7 @@ class IngestJob:
                   .option("kafka.bootstrap.servers", cfg.kafka.bootstrap_servers)
                   .option("includeHeaders", "true")
                   .option("subscribe", ",".join(cfg.topics))
-                  .option("startingOffsets", cfg.kafka.starting_offsets)
+                  .option("startingOffsets", self.starting_offsets)
                   .option("maxOffsetsPerTrigger", str(cfg.kafka.max_offsets_per_trigger)))
         if cfg.decode == "executors" and "minPartitions" not in dict(cfg.kafka.extra_options):
             # Decoding runs in the tasks that read Kafka: split a batch over every core even
@@ -426,17 +419,34 @@ class IngestJob:
         for k, v in cfg.kafka.extra_options:
             reader = reader.option(k, v)
         writer = (self._stream(reader.load()).writeStream.queryName(cfg.name)
-                  .option("checkpointLocation", str(cfg.checkpoint_dir))
+                  .option("checkpointLocation", str(self.checkpoint_location))
                   .foreachBatch(self.process_batch))
-        writer = (writer.trigger(availableNow=True) if available_now
+        writer = (writer.trigger(once=True) if self.trigger_once else writer.trigger(availableNow=True) if available_now
                   else writer.trigger(processingTime=f"{cfg.trigger_interval_s} seconds"))
         if warm_up is not None:
             warm_up.join(timeout=WARM_UP_WAIT_S)
         query = writer.start()
         # The query id persists in the checkpoint across restarts: it names this writer.
-        self.app_id = f"{cfg.name}:{query.id}"
+        self.app_id = self.writer_id or f"{cfg.name}:{query.id}"
         self._app_ready.set()
         return query
+
+
+def last_batch(spark, lake, app_id: str) -> tuple[int, dict[str, int]]:
+    """The last batch writer ``app_id`` completed (-1: none) and the mirror versions it left.
+
+    The batches table carries the writer's txn action: its version is the last batch id, read
+    from the log without a Spark job; Spark reads the row only when there is one."""
+    from pyspark.sql import functions as F
+
+    path = lake.output("batches")
+    if not sink.maybe_written_by(path, app_id):
+        return -1, {}
+    row = (spark.read.format("delta").load(path)
+           .where(F.col("app_id") == app_id).orderBy(F.col("batch_id").desc()).limit(1)).first()
+    if row is None:
+        return -1, {}
+    return int(row["batch_id"]), {k: int(v) for k, v in (row["mirror_versions"] or {}).items()}
 
 
 def _warm_kafka_read(spark, cfg: JobConfig) -> None:

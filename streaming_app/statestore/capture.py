@@ -38,13 +38,15 @@ def pinned(checkpoint_dir) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
+def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=None) -> dict:
     """Build the initial state of the three keyed operators from the mirrors at ``versions``;
-    write it under the checkpoint and pin it there. Returns the pinned record (with figures)."""
+    write it under the checkpoint (``checkpoint_dir``: a generation's, default the config's) and
+    pin it there. Returns the pinned record (with figures)."""
     from pyspark.sql import functions as F
 
     t0 = time.perf_counter()
-    out = Path(cfg.checkpoint_dir) / "capture"
+    ckpt = Path(checkpoint_dir or cfg.checkpoint_dir)
+    out = ckpt / "capture"
     buckets = cfg.state.cdc_buckets
     sc = spark.sparkContext
     frames = []
@@ -99,7 +101,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict) -> dict:
               "seconds": {"rows": round(t1 - t0, 1), "groups": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
                           "total": round(time.perf_counter() - t0, 1)}}
     sc.setJobDescription(None)
-    (Path(cfg.checkpoint_dir) / FILE).write_text(json.dumps(record, indent=1))
+    (ckpt / FILE).write_text(json.dumps(record, indent=1))
     return record
 
 

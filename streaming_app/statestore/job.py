@@ -23,13 +23,15 @@ an output the driver keeps to write ``sketches``; it is read back from that tabl
 
 A fresh checkpoint over mirrors that hold rows starts from a capture (``capture``): Spark jobs
 build the three operators' initial state from the mirrors at pinned versions, and batch 0 loads
-it through ``transformWithState(initialState=...)``.
+it through ``transformWithState(initialState=...)``. A changed set of queries starts a new
+checkpoint generation from the offsets of the last finished batch, with a capture at the mirror
+versions it left (``generations``).
 """
 
 from __future__ import annotations
 
-import json
 import pickle
+import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -42,6 +44,7 @@ from connectors.mirror_plan import TablePlan
 from operators.errors import ConfigError
 from streaming_app.decode_stage import offset_ranges
 from streaming_app.job import BatchContext, IngestJob, _fault, _ms
+from streaming_app.statestore import generations
 from streaming_app.statestore import processors as P
 
 def state_operators(queries) -> tuple:
@@ -109,6 +112,8 @@ class StatestoreJob(IngestJob):
         self._rows: pa.Table | None = None
         self._plans: dict = {}
         self._events = 0
+        self.gen = None  # the checkpoint generation (setup; streaming_app/statestore/generations.py)
+        self._finishing = None  # (generation, registrations) of a replaced generation's last batch
 
     # -- set-up --------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -124,31 +129,115 @@ class StatestoreJob(IngestJob):
             if s.name not in have:
                 register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False,
                                boundaries=s.boundaries)
-        self.regs = {n: r for n, r in read_registry(spark, lake).items() if r.mode == "eager"}
+        root = Path(self.cfg.checkpoint_dir)
+        if self._finishing is not None:  # a replaced generation finishing its pending batch
+            self.gen, self.regs = self._finishing
+        else:
+            self.gen = generations.current(root)
+            self.regs = {n: r for n, r in read_registry(spark, lake).items() if r.mode == "eager"}
         pending = [n for n, r in self.regs.items() if not r.captured]
         if pending:
             raise ConfigError(f"[state] backend = \"statestore\": sketches {pending} have no fragment boundaries yet; "
                               "give them in the config ([[sketches]] boundaries = [...]) or register them on a mirror "
                               "that has data")
-        fresh = not (Path(self.cfg.checkpoint_dir) / "commits").exists()
-        versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in self.cfg.tables} if fresh else {}
         schemas = {t.name.lower(): sink.arrow_schema(t) for t in self.cfg.tables}
         from operators.keyed.sketch import KeyedQuery
 
         for n, r in sorted(self.regs.items()):
             KeyedQuery(n, r.sql, r.partitions(), schemas)  # refuses unsupported shapes here, on the driver
             self.specs.append((n, r.sql, r.partitions(), schemas))
-        self._pin_queries(fresh)
+        now, was = self._pin(), generations.read_pin(self.gen.dir)
+        old = None
+        if self._finishing is None and was is not None and generations.differs(was, now):
+            old, t0 = self.gen, time.perf_counter()
+            self.gen = self._successor(spark, root, was, now)
+        fresh = old is not None or not (self.gen.path / "commits").exists()
+        if fresh or was is None:
+            generations.write_pin(self.gen.dir, now)
         if fresh:
-            self._capture(spark, versions)
+            latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in self.cfg.tables}
+            self._capture(spark, {**latest, **(self.gen.versions or {})})
+        if old is not None:  # the capture is complete: the switch commits, the replaced state goes
+            generations.commit(root, self.gen)
+            generations.remove(root, old)
+            where = (f"from offsets {self.gen.starting_offsets} (after batch {self.gen.base - 1})"
+                     if self.gen.starting_offsets else "from where the replaced one started (it finished no batch)")
+            print(f"[{self.cfg.name}] statestore: {generations.describe(was, now)}; new state generation "
+                  f"{self.gen.number} {where}, captured in {time.perf_counter() - t0:.1f} s; generation "
+                  f"{old.number}'s checkpoint removed", flush=True)
+        self.checkpoint_location = self.gen.dir
+        self.starting_offsets = self.gen.starting_offsets or self.cfg.kafka.starting_offsets
+        self.writer_id = self.gen.app_id
+
+    def _pin(self) -> dict:
+        """What the keyed state is built for: the queries (SQL and partitions), the buckets and the
+        state variables' layout (an older layout, per-key images and groups, is not read as empty
+        state: a changed one starts a new generation)."""
+        from streaming_app.sketches.tables import bounds_to_json
+
+        return {"queries": {n: r.sql for n, r in self.regs.items()},
+                "partitions": {n: [[p.table, p.attribute, p.fragments, bounds_to_json(p.boundaries)] for p in r.parts]
+                               for n, r in self.regs.items()},
+                "cdc_buckets": self.cfg.state.cdc_buckets, "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE]}
+
+    def _successor(self, spark, root: Path, was: dict, now: dict):
+        """The generation after the current one, continuing where the mirrors stand; a batch the
+        current one planned but did not finish is finished first, by it (``_finish``)."""
+        from streaming_app.job import last_batch
+
+        gen = self.gen
+        app = generations.writer_id(gen, self.cfg.name)
+        done, versions = last_batch(spark, self.lake, app) if app else (-1, {})
+        pos = generations.position(gen, done)
+        if generations.pending(pos):
+            self._finish(spark, gen, was, pos)
+            done, versions = last_batch(spark, self.lake, app)
+            pos = generations.position(gen, done)
+            if generations.pending(pos):
+                raise ConfigError(f"[state] backend = \"statestore\": batch {pos.last_planned} of the previous state "
+                                  "generation did not finish; the job stops rather than start a new one over it")
+        offsets = generations.source_offsets(gen.dir, done - gen.base) if done >= gen.base else None
+        new = generations.successor(root, gen, app, pos, offsets, versions, generations.added(was, now))
+        if new.path.exists():  # a switch that crashed before it committed: start it again
+            shutil.rmtree(new.path)
+        return new
+
+    def _finish(self, spark, gen, was: dict, pos) -> None:
+        """Run the replaced generation, with its own queries and state, until its pending batch
+        (``pos.last_planned``) is done: Spark re-runs a planned batch first, with the same offsets,
+        and its writes skip what already landed (their txn), as on any restart."""
+        from streaming_app.sketches.registry import Part, Registration
+        from streaming_app.sketches.tables import bounds_from_json
+
+        parts = was.get("partitions")
+        if parts is None:  # a pin from before pins named partitions: the registry's, if unchanged
+            regs = {n: r for n, r in self.regs.items() if was["queries"].get(n) == r.sql}
+            if set(regs) != set(was["queries"]):
+                raise ConfigError(f"[state] backend = \"statestore\": batch {pos.last_planned} did not finish and the "
+                                  f"checkpoint does not record the queries it ran with; restart once with the sketches "
+                                  f"{sorted(was['queries'])} registered, then change them")
+        else:
+            regs = {n: Registration(n, sql, [Part(t, a, int(f), bounds_from_json(b)) for t, a, f, b in parts[n]])
+                    for n, sql in was["queries"].items()}
+        print(f"[{self.cfg.name}] statestore: batch {pos.last_planned} of state generation {gen.number} did not "
+              "finish; finishing it with that generation's queries before the new one starts", flush=True)
+        job = StatestoreJob(self.cfg, self.spark, self.maintainers, self.on_batch)
+        job._finishing = (gen, regs)
+        job.trigger_once = True
+        query = job.start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query '{self.cfg.name}' failed finishing batch {pos.last_planned}: "
+                               f"{query.exception()}")
 
     def _capture(self, spark, versions: dict) -> None:
-        """A fresh checkpoint over non-empty mirrors: the keyed operators' initial state from the
-        mirrors at ``versions``, built on the executors (``capture``), and the captured sketch."""
+        """A fresh generation over non-empty mirrors: the keyed operators' initial state from the
+        mirrors at ``versions``, built on the executors (``capture``), and the captured sketch of
+        the queries the generation adds (the others' ``sketches`` rows hold it already)."""
         from streaming_app.sketches import outputs
         from streaming_app.statestore import capture
 
-        pin = Path(self.cfg.checkpoint_dir) / capture.FILE
+        pin = self.gen.path / capture.FILE
         if not any(v > 0 for v in versions.values()):
             pin.unlink(missing_ok=True)
             return
@@ -160,33 +249,17 @@ class StatestoreJob(IngestJob):
                               "that already hold data: capture at registration builds no join or top-k state yet; "
                               "register them before the mirrors fill, or keep [state] backend = \"memory\"")
         plain = [s for s in self.specs if queries[s[0]].plain]  # the others start empty
-        rec = capture.run_capture(spark, self.cfg, self.lake, plain, versions)
+        rec = capture.run_capture(spark, self.cfg, self.lake, plain, versions, checkpoint_dir=self.gen.dir)
         current: dict = {n: {} for n in queries}
         for name, g in rec["sketch"]:
             table, frag = queries[name].split_fragment(g)
             current[name].setdefault(table, set()).add(frag)
-        rows = [_SketchRow(self.regs[n], q, current[n], rec["versions"]) for n, q in sorted(queries.items())]
+        added = queries if self.gen.added is None else [n for n in queries if n in self.gen.added]
+        rows = [_SketchRow(self.regs[n], queries[n], current[n], rec["versions"]) for n in sorted(added)]
         outputs.write_sketch_rows(spark, self.lake, rows, batch_id=-1, app_id=None)
         print(f"[{self.cfg.name}] statestore capture: {rec['images']:,} last images, {rec['groups']:,} groups, "
               f"{rec['fragments']:,} sketch fragments from the mirrors at versions {rec['versions']} in "
               f"{rec['seconds']['total']} s (executors)", flush=True)
-
-    def _pin_queries(self, fresh: bool) -> None:
-        """The queries are part of the operators' state: a checkpoint keeps the set it began with."""
-        path = Path(self.cfg.checkpoint_dir) / "ivmstream_statestore.json"
-        # the state variables' layout too: a checkpoint of an older one (per-key images and
-        # groups, before pages) is refused rather than read as empty state
-        now = {"queries": {n: r.sql for n, r in self.regs.items()}, "cdc_buckets": self.cfg.state.cdc_buckets,
-               "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE]}
-        if fresh or not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(now, indent=1))
-            return
-        was = json.loads(path.read_text())
-        if was != now:
-            raise ConfigError(f"[state] backend = \"statestore\": the checkpoint {self.cfg.checkpoint_dir} holds state "
-                              f"for {was}, the config asks for {now}; the keyed state cannot be re-partitioned or "
-                              "given new queries in place: start on a new lake root and checkpoint")
 
     def _stream(self, kafka_df):
         cfg = self.cfg
@@ -200,7 +273,7 @@ class StatestoreJob(IngestJob):
             init = initial_states(self.spark, rec)
         from streaming_app.statestore.capture import pinned
 
-        pages = (pinned(cfg.checkpoint_dir) or {}).get("pages", {})  # fixed for the checkpoint's life
+        pages = (pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
         ops = state_operators(self._keyed().values())
         procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init[0]),
                  (P.GroupProcessor(self.specs), init[1]), (P.MuProcessor(), init[2])]
@@ -217,12 +290,13 @@ class StatestoreJob(IngestJob):
         """The pinned capture while batch 0 has not committed (a re-run of batch 0 loads it again)."""
         from streaming_app.statestore.capture import pinned
 
-        if (Path(self.cfg.checkpoint_dir) / "commits" / "0").exists():
+        if (self.gen.path / "commits" / "0").exists():
             return None
-        return pinned(self.cfg.checkpoint_dir)
+        return pinned(self.gen.dir)
 
     # -- one batch -------------------------------------------------------------------------------
     def _process_batch(self, batch_df, batch_id: int) -> None:
+        batch_id += self.gen.base  # Spark's batch of this generation -> the job's batch id
         # The keyed operators run in this one action, also for a batch committed before a
         # restart: the state store must reach this batch's version either way.
         t = time.perf_counter()
@@ -308,7 +382,7 @@ class StatestoreJob(IngestJob):
             (cur.add if change > 0 else cur.discard)(frag)
         # every query whose table changed gets its row (the mirror version moves), as the memory backend
         touched = {n for n, q in queries.items() if any(q.reads(t) for t in ctx.changed_tables)}
-        if ctx.batch_id == 0 and self._first_batch_capture() is not None:
+        if ctx.batch_id == self.gen.base and self._first_batch_capture() is not None:
             touched = set(queries)  # as the memory backend writes every captured query's row in its first batch
         deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
         app = f"{ctx.app_id}:sketches"
