@@ -3,14 +3,14 @@ with driver kills around the switch; nothing lost, nothing doubled.
 
 One lake, one history in three parts through the real broker, ``local[2]``, RocksDB, Delta:
 
-a. sketch ``having`` only; part 1 (batches 0-1), in this process;
-b. part 2 sent; the driver is SIGKILLed in batch 3 after its mirror MERGE (generation 1 has a
-   planned batch whose ``batches`` row is missing);
-c. ``select`` added: generation 1 finishes batch 3 with its own query, generation 2 (both
-   queries, captured from the mirrors as batch 3 left them) starts after it, and the driver is
-   SIGKILLed in generation 2's first batch, right after the switch;
-d. restart: generation 2 replays batch 4 and runs to the end of part 2;
-e. ``having`` dropped, part 3: generation 3 with ``select`` alone.
+a. sketch ``having`` only; part 1 (batch 0), in this process;
+b. part 2 sent (batches 1-3); the driver is SIGKILLed in batch 2 after its mirror MERGE
+   (generation 1 has a planned batch whose ``batches`` row is missing);
+c. ``select`` added: generation 1 finishes batch 2 with its own query, generation 2 (both
+   queries, captured from the mirrors as batch 2 left them) starts after it, and the driver is
+   SIGKILLed in generation 2's first batch (3), right after the switch;
+d. restart: generation 2 replays batch 3, to the end of part 2;
+e. ``having`` dropped, part 3 (batch 4): generation 3 with ``select`` alone.
 
 Oracles after d and e: the mirror equals the history's final rows; ``batches`` holds each batch
 id once, contiguous across generations; per query, its ``sketch_deltas`` replayed from the
@@ -95,8 +95,8 @@ def test_sketches_added_and_removed_on_a_running_checkpoint(spark, kafka_broker,
     topic = "ssgen.t"
     create_topics(kafka_broker.bootstrap, [topic], partitions=1)
     live: dict = {}
-    parts = [history(160, keys=50, seed=31, live=live), history(300, keys=50, seed=32, truncate_every=140, live=live),
-             history(150, keys=50, seed=33, live=live)]
+    parts = [history(80, keys=50, seed=31, live=live), history(240, keys=50, seed=32, truncate_every=120, live=live),
+             history(80, keys=50, seed=33, live=live)]
     prod = CdcProducer(kafka_broker.bootstrap)
     path, cfg = _config(tmp_path, kafka_broker.bootstrap, topic, ["having"])
     root = cfg.checkpoint_dir
@@ -104,15 +104,15 @@ def test_sketches_added_and_removed_on_a_running_checkpoint(spark, kafka_broker,
     send(prod, cfg.table("t"), parts[0])  # a
     run_job(cfg, available_now=True, quiet=True, spark=spark)
     send(prod, cfg.table("t"), parts[1])  # b
-    _killed_run(path, "mirror.t:3")
-    assert generations.last_planned(root) == 3
+    _killed_run(path, "mirror.t:2")
+    assert generations.last_planned(root) == 2
 
     path, cfg = _config(tmp_path, kafka_broker.bootstrap, topic, ["having", "select"])  # c
-    out = _killed_run(path, "mirror.t:4")
-    assert "statestore: batch 3 of state generation 1 did not finish; finishing it" in out, out[-3000:]
+    out = _killed_run(path, "mirror.t:3")
+    assert "statestore: batch 2 of state generation 1 did not finish; finishing it" in out, out[-3000:]
     assert "statestore: queries changed (+select); new state generation 2 from offsets" in out, out[-3000:]
     gen = generations.current(root)
-    assert (gen.number, gen.base) == (2, 4) and not (root / "offsets").exists()  # generation 1 removed
+    assert (gen.number, gen.base) == (2, 3) and not (root / "offsets").exists()  # generation 1 removed
     at_switch = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / "t"), version=gen.versions["t"])
     select0 = _sketch_of(SKETCHES["select"], at_switch.to_pyarrow_table().to_pylist(), cfg)
 
