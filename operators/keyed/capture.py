@@ -5,43 +5,58 @@ The state the keyed pipeline would hold after one batch that inserts every row o
 
 1. ``slice_rows`` (one slice of one table's rows, stateless): for each row its last image
    under (table, bucket of its key) -- an entry of a ``cdc.image_pages.v2`` page; and for each
-   query on the table the slice's annotated rows, cut by ``GROUP_BUCKETS`` buckets of the
-   group's page (one blob per (query, bucket): every row of a page's groups lands in the
-   same bucket) or, for a
-   query without aggregation, its fragment weights (key (query, fragment)).
-2. ``merge_groups`` (all blobs of one (query, bucket)): one ``aggregate.step`` from the empty
-   state over them, then the HAVING/projection nodes above it (their output rows' fragment
-   weights are μ's input), and the state cut into one ``imp.group.v1`` per group (the entries
-   ``group_step`` would hold had the group's rows come in one batch), gathered into pages of
-   groups (``imp.group_pages.v2``, the group stage's state per (query, page)).
-3. μ (key (query, fragment)): the sum of the fragment weights of 1 and 2; the fragments with
+   query on the table the slice's annotated rows routed to the query's next stage
+   (``KeyedQuery.route``): a join's side rows cut by ``JOIN_BUCKETS`` buckets of the join key,
+   an aggregation's rows cut by ``GROUP_BUCKETS`` buckets of the group's page (every row of a
+   page's groups lands in the same bucket), a top-k's rows (one key per query), or, with no
+   stateful operator, fragment weights (key (query, fragment)).
+2. ``merge_joins`` (all side rows of one (query, bucket)): one ``join.step`` from no state
+   over both sides' rows (ΔL ⋈ ΔR: every pair), routed on like 1's, and each join key's
+   ``sketch.join.v1`` state (its rows of each side, consolidated: what ``join_step`` from no
+   state leaves).
+3. ``merge_groups`` (all partial rows of one (query, bucket), from 1 and 2): one
+   ``aggregate.step`` from the empty state over them, then the HAVING/projection nodes above
+   it, and the state cut into one ``imp.group.v1`` per group (the entries ``group_step``
+   would hold had the group's rows come in one batch), gathered into pages of groups
+   (``imp.group_pages.v2``, the group stage's state per (query, page)); the output rows go on
+   to the top-k or to μ.
+4. ``merge_topk`` (all top-k input rows of one query, from 1, 2 and 3): one ``topk_step`` from
+   the empty state: the query's ``topk.ordered.v2`` (one row per group, or per input row) and
+   the fragment weights of the k rows it emits.
+5. μ (key (query, fragment)): the sum of the fragment weights of 1 to 4; the fragments with
    a positive count are the sketch.
 
 Rows are ``(k1, k2, pk, w, a)`` (``CAPTURE_SCHEMA``): k1 is the table for a last image (w:
 the key's ``key_hash``, from which the page follows once the table's page count is known; a:
-its pickled (key, image); the pages job groups them by (table, bucket, page)), ``g:``
-+ query for partial rows (k2: bucket; a: ``encode_delta``) or a page of group states (k2: the
-page; w: its groups; a: {group key text: ``encode_group``} pickled), ``f:`` + query for a fragment weight or count (w). Spark runs 1 as
-``mapInArrow`` over the mirror at a pinned Delta version, 2 over partitions sorted by (k1, k2)
-and 3 as a ``sum``; the tests run the same functions in one process.
+its pickled (key, image); the pages job groups them by (table, bucket, page)), ``j:`` +
+query for a join side's rows (k2: bucket; w: side 0/1; a: ``encode_delta``) or a join key's
+state (k2: the join key text; a: ``encode_join``), ``g:`` + query for partial rows (k2:
+bucket; a: ``encode_delta``) or a page of group states (k2: the page; w: its groups; a:
+{group key text: ``encode_group``} pickled), ``k:`` + query for top-k input rows (k2: "";
+a: ``encode_delta``) or the query's top-k state (k2: ""; a: ``encode_topk``), ``f:`` + query
+for a fragment weight or count (w). Spark runs 1 as ``mapInArrow`` over the mirror at a
+pinned Delta version, 2 to 4 over partitions sorted by (k1, k2) and 5 as a ``sum``; the tests
+run the same functions in one process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import pickle
+import zlib
 
 import numpy as np
 import pyarrow as pa
 
 from operators.keyed.cdc import encode_page, key_hash
 from operators.keyed.sketch import (decode_delta, encode_delta, encode_group, fragment_weights, group_key_text,
-                                    group_page)
+                                    group_page, join_key_text)
 from operators.sketch import aggregate, stateless
 from operators.sketch.delta import Delta, group_codes
 from operators.sketch.plan import FilterNode
 
 GROUP_BUCKETS = 64  # blobs per (slice, query): small enough to merge, few enough to shuffle
+JOIN_BUCKETS = 64  # the same for a join's side rows
 
 CAPTURE_SCHEMA = "k1 string, k2 string, pk string, w long, a binary"
 ARROW_SCHEMA = pa.schema([("k1", pa.string()), ("k2", pa.string()), ("pk", pa.string()), ("w", pa.int64()),
@@ -87,18 +102,34 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
         out.add(table, str(h % buckets), None, h, _dumps((key, img)))
     deltas = [(1, img) for img in images]
     for q in queries:
-        if q.table != table.lower():
+        if not q.reads(table):
             continue
-        d = q.annotate(deltas)
-        if d is None or len(d) == 0:  # as the pipeline: no rows below the aggregation, no group
+        if q.join is not None:
+            for b, side, part in q.annotate_sides(table, deltas, join_bucket):
+                out.add(f"j:{q.name}", b, w=side, a=encode_delta(part))
             continue
-        if q.aggregated:
-            for b, part in _by_bucket(q, d, group_pages):
-                out.add(f"g:{q.name}", str(b), a=encode_delta(part))
-        else:
-            for f, x in fragment_weights(d).items():
-                out.add(f"f:{q.name}", str(f), w=int(x))
+        _route(out, q, q.annotate(deltas, table), "input", group_pages)
     return out.table()
+
+
+def join_bucket(key: tuple) -> str | None:
+    """The capture's bucket of a join key (None for a NULL key: such rows never join)."""
+    text = join_key_text(key)
+    return None if text is None else str(zlib.crc32(text.encode("utf-8")) % JOIN_BUCKETS)
+
+
+def _route(out: _Rows, q, d: Delta | None, after: str, group_pages: int) -> None:
+    """A stage's output rows to the next capture stage, as ``KeyedQuery.route`` sends a batch's."""
+    if d is None or len(d) == 0:  # as the pipeline: no rows, no group
+        return
+    if after in ("input", "join") and q.aggregated:
+        for b, part in _by_bucket(q, d, group_pages):
+            out.add(f"g:{q.name}", str(b), a=encode_delta(part))
+    elif after != "topk" and q.topk is not None:
+        out.add(f"k:{q.name}", "", a=encode_delta(d))
+    else:
+        for f, x in fragment_weights(d).items():
+            out.add(f"f:{q.name}", str(f), w=int(x))
 
 
 def _by_bucket(q, d: Delta, group_pages: int) -> list:
@@ -116,10 +147,44 @@ def _by_bucket(q, d: Delta, group_pages: int) -> list:
     return [(int(b), d.filter(rb == b)) for b in np.unique(rb).tolist()]
 
 
+def merge_joins(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
+    """Stage 2 over whole buckets (rows with ``k1`` = ``j:`` + query, any number of buckets):
+    each join key's state (k2: the key text, a: ``encode_join``) and the join's output rows,
+    routed to the aggregation, the top-k or μ."""
+    by: dict = {}
+    for qk, side, blob in zip(rows.column("k1").to_pylist(), rows.column("w").to_pylist(),
+                              rows.column("a").to_pylist()):
+        by.setdefault(qk, ([], []))[side].append(decode_delta(blob))
+    out = _Rows()
+    for qk, (ls, rs) in by.items():
+        q = queries[qk[2:]]
+        states, res = q.join_keys(ls, rs)
+        for text, blob in sorted(states):
+            out.add(qk, text, a=blob)
+        _route(out, q, res, "join", group_pages)
+    return out.table()
+
+
+def merge_topk(queries: dict, rows: pa.Table) -> pa.Table:
+    """Stage 4 over whole queries (rows with ``k1`` = ``k:`` + query): each query's top-k state
+    (k2 "", a: ``encode_topk``) and the fragment weights of the rows it emits."""
+    by: dict = {}
+    for qk, blob in zip(rows.column("k1").to_pylist(), rows.column("a").to_pylist()):
+        by.setdefault(qk, []).append(decode_delta(blob))
+    out = _Rows()
+    for qk, ds in by.items():
+        q = queries[qk[2:]]
+        blob, res = q.topk_step(None, ds)
+        if blob is not None:
+            out.add(qk, "", a=blob)
+        _route(out, q, res, "topk", 0)
+    return out.table()
+
+
 def merge_groups(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
-    """Stage 2 over whole buckets (rows with ``k1`` = ``g:`` + query, any number of buckets):
-    pages of group states (k2: the page, w: its groups, a: the page blob) and the fragment
-    weights of their output rows."""
+    """Stage 3 over whole buckets (rows with ``k1`` = ``g:`` + query, any number of buckets):
+    pages of group states (k2: the page, w: its groups, a: the page blob) and their output
+    rows, routed to the top-k or μ."""
     by: dict = {}
     for qk, blob in zip(rows.column("k1").to_pylist(), rows.column("a").to_pylist()):
         by.setdefault(qk, []).append(blob)
@@ -139,8 +204,7 @@ def merge_groups(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
             pages.setdefault(group_page(text, group_pages), {})[text] = encode_group(_one_group(spec, state, slot, key))
         for pid, page in sorted(pages.items()):
             out.add(qk, str(pid), w=len(page), a=encode_page(page))
-        for f, x in fragment_weights(res).items():
-            out.add(f"f:{name}", str(f), w=int(x))
+        _route(out, q, res, "group", group_pages)
     return out.table()
 
 

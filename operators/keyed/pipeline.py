@@ -169,39 +169,53 @@ class KeyedPipeline:
     def capture(self, tables: dict, primary_keys: dict, slice_size: int = 5) -> None:
         """Initial state from ``tables`` ({table: pa.Table of its rows}) the way the Spark
         capture builds it (``operators.keyed.capture``): slices of ``slice_size`` rows, then
-        groups, then μ; the state must be empty before."""
+        joins, groups and top-k over whole buckets, then μ; the state must be empty before."""
         import pyarrow as pa
 
-        from operators.keyed.capture import ARROW_SCHEMA, merge_groups, slice_rows
+        from operators.keyed.capture import ARROW_SCHEMA, merge_groups, merge_joins, merge_topk, slice_rows
 
+        qs = list(self.queries.values())
         stage1 = []
-        plain = [q for q in self.queries.values() if q.plain]  # joins and top-k: refused over data
         for table, rows in tables.items():
             for off in range(0, rows.num_rows, slice_size):
-                stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table], plain,
+                stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table], qs,
                                      self.buckets, self.group_pages).to_pylist()
-        buckets: dict = defaultdict(list)  # (query, bucket) -> partial rows, merged bucket by bucket
-        for r in stage1:
-            if r["k1"].startswith("g:"):
-                buckets[(r["k1"], r["k2"])].append(r)
-        stage2 = [r for rows in buckets.values()
-                  for r in merge_groups(self.queries, pa.Table.from_pylist(rows, schema=ARROW_SCHEMA),
-                                        self.group_pages).to_pylist()]
+
+        def merged(rows: list, prefix: str, fn) -> list:
+            """``fn`` over the ``prefix`` rows of each (query, bucket) apart, as Spark's shuffle
+            by (k1, k2) hands them to the capture's mapInArrow."""
+            buckets: dict = defaultdict(list)
+            for r in rows:
+                if r["k1"].startswith(prefix):
+                    buckets[(r["k1"], r["k2"])].append(r)
+            return [r for part in buckets.values()
+                    for r in fn(self.queries, pa.Table.from_pylist(part, schema=ARROW_SCHEMA)).to_pylist()]
+
+        joins = merged(stage1, "j:", lambda q, t: merge_joins(q, t, self.group_pages))
+        groups = merged(stage1 + joins, "g:", lambda q, t: merge_groups(q, t, self.group_pages))
+        topk = merged(stage1 + joins + groups, "k:", merge_topk)
         weights: dict = defaultdict(int)
         pages: dict = defaultdict(list)  # (table, bucket, page) -> images, as the capture's pages job groups them
         for r in stage1:
-            if r["k1"].startswith("f:"):
-                weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
-            elif not r["k1"].startswith("g:"):
-                pages[(r["k1"], int(r["k2"]), cdc.page_of(r["w"], self.buckets, self.pages))].append(r["a"])
+            if r["k1"][:2] in ("f:", "g:", "j:", "k:"):
+                continue
+            pages[(r["k1"], int(r["k2"]), cdc.page_of(r["w"], self.buckets, self.pages))].append(r["a"])
         for (table, b, pid), parts in pages.items():
             self.cdc[(table, b)].put(pid, cdc.page_from_parts(parts))
-        for r in stage2:
+        for r in stage1 + joins + groups + topk:
             if r["k1"].startswith("f:"):
                 weights[(r["k1"][2:], int(r["k2"]))] += r["w"]
-            else:
+        for r in joins:
+            if r["k1"].startswith("j:"):
+                assert (r["k1"][2:], r["k2"]) not in self.joins, "a join key from two capture buckets"
+                self.joins[(r["k1"][2:], r["k2"])] = r["a"]
+        for r in groups:
+            if r["k1"].startswith("g:"):
                 assert (r["k1"][2:], int(r["k2"])) not in self.groups, "a page of groups from two capture buckets"
                 self.groups[(r["k1"][2:], int(r["k2"]))] = r["a"]
+        for r in topk:
+            if r["k1"].startswith("k:"):
+                self.topks[r["k1"][2:]] = r["a"]
         self.mu.update({k: x for k, x in weights.items() if x})
 
     def images(self) -> dict:

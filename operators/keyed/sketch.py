@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from operators.errors import InvariantError, StateError, UnsupportedSqlError
 from operators.sketch import aggregate, join, stateless, topk
-from operators.sketch.delta import Delta, group_codes, ids_of, is_compact
+from operators.sketch.delta import Delta, consolidate, group_codes, ids_of, is_compact
 from operators.sketch.joinstore import key_hash
 from operators.sketch.maintainer import SketchMaintainer
 from operators.sketch.plan import AggNode, FilterNode, JoinNode, ProjectNode, ScanNode, TopKNode
@@ -82,7 +82,7 @@ def _run_stateless(nodes: list, d: Delta | None) -> Delta | None:
     return d
 
 
-def _split(d: Delta, cols: list, text) -> list:
+def split_by_key(d: Delta, cols: list, text) -> list:
     """An annotated delta -> [(key text of ``cols``, the rows with that key)]."""
     inv, first = group_codes([d.table.column(c) for c in cols], len(d))
     reps = d.table.take(pa.array(first))
@@ -158,11 +158,6 @@ class KeyedQuery:
     def aggregated(self) -> bool:
         return self.agg is not None
 
-    @property
-    def plain(self) -> bool:
-        """No join and no top-k: the shapes capture at registration builds state for."""
-        return self.join is None and self.topk is None
-
     def reads(self, table: str) -> bool:
         return table.lower() in self.tables
 
@@ -181,9 +176,11 @@ class KeyedQuery:
             return None
         return self.below.run(self.ctx, self._raw(table or self.tables[0], deltas), False)
 
-    def annotate_sides(self, table: str, deltas: list) -> list:
+    def annotate_sides(self, table: str, deltas: list, text=None) -> list:
         """A join's stage 1: signed deltas of ``table`` -> [(join key text, side 0/1, Delta)] for
-        each side that scans it (both for a self-join); rows with a NULL key never join: dropped."""
+        each side that scans it (both for a self-join); rows with a NULL key never join: dropped.
+        ``text``: join key -> the text rows are split by (default ``join_key_text``; the capture
+        passes a coarser one, the key's bucket)."""
         if not deltas:
             return []
         raw = self._raw(table, deltas)
@@ -194,7 +191,7 @@ class KeyedQuery:
             d = sub.run(self.ctx, raw, False)
             if d is None or len(d) == 0:
                 continue
-            out.extend((k, side, part) for k, part in _split(d, keys, join_key_text))
+            out.extend((k, side, part) for k, part in split_by_key(d, keys, text or join_key_text))
         return out
 
     def split_groups(self, d: Delta | None) -> list:
@@ -204,7 +201,7 @@ class KeyedQuery:
         spec = self.agg.spec
         if not spec.group:
             return [("()", d)]
-        return _split(d, [i for i, _ in spec.group], group_key_text)
+        return split_by_key(d, [i for i, _ in spec.group], group_key_text)
 
     def route(self, d: Delta | None, after: str) -> Routed:
         """The output of the stage ``after`` (``input``, ``join``, ``group``, ``topk``) to the next
@@ -235,6 +232,21 @@ class KeyedQuery:
         out = _run_stateless(self.mid, out)
         left, right = state.left.rows(), state.right.rows()
         return (encode_join(left, right) if left is not None or right is not None else None), out
+
+    def join_keys(self, lefts: list, rights: list) -> tuple:
+        """Capture: the rows of many join keys from no state, at once -> ([(join key text, the
+        key's state)], the join's output below the next stage): what ``join_step`` from None
+        gives key by key (each side's rows of a key consolidated), with one ``join.step``."""
+        nbits = self.space.nbits
+        dl, dr = Delta.concat(lefts, nbits), Delta.concat(rights, nbits)
+        _, out = join.step(self.join_spec, join.new_state(self.join_spec), dl, dr)
+        keyed: dict = {}  # join key text -> [left rows, right rows]
+        for side, (d, cols) in enumerate(((dl, self.join.lkeys), (dr, self.join.rkeys))):
+            d = consolidate(d, nbits)
+            if d is not None:
+                for text, part in split_by_key(d, cols, join_key_text):
+                    keyed.setdefault(text, [None, None])[side] = part
+        return [(text, encode_join(*sides)) for text, sides in keyed.items()], _run_stateless(self.mid, out)
 
     # -- stage 2: one group ----------------------------------------------------------------------
     def group_step(self, blob: bytes | None, parts: list) -> tuple:

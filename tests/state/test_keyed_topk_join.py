@@ -7,9 +7,14 @@ order values, truncates of either table) are cut into batches and fed to ``Keyed
 query, μ per fragment) and to ``SketchMaintainer.apply`` with the exact signed difference of
 the mirrors. Every batch the sketch deltas and the sketches of both partitioned tables must
 agree; at the end the join and top-k states must hold nothing for what is gone.
+Capture at registration (tables that already hold rows, built slice by slice as the Spark
+capture does) must leave the state one batch inserting every row leaves, the memory engine's
+sketch and join / top-k state after ``initialize``, and then agree with it along a history.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -19,9 +24,11 @@ from hypothesis import strategies as st
 from connectors.debezium import CdcEvent
 from operators.errors import UnsupportedSqlError
 from operators.keyed.pipeline import KeyedPipeline
+from operators.keyed.cdc import decode_page
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk
 from operators.sketch import RangePartition, SketchMaintainer
-from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, _write_mirror, ops
+from operators.sketch.delta import sketch_keys
+from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, _row, _table, _write_mirror, ops
 
 U = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("w", pa.int64())])
 SCHEMAS = {"t": SCHEMA, "u": U}
@@ -66,8 +73,8 @@ u_ops = st.lists(st.tuples(st.sampled_from("iiuuddt"), st.integers(0, 5), st.one
                            st.one_of(st.none(), st.integers(0, 10))), max_size=40)
 
 
-def _u_history(raw, start: int) -> list:
-    live, events = {}, []
+def _u_history(raw, start: int, live: dict | None = None) -> list:
+    live, events = dict(live or {}), []
     for off, (op, i, k, w) in enumerate(raw, start):
         key = (i,)
         if op == "t":
@@ -92,19 +99,27 @@ def _weighted(schema, rows, weights):
 @given(raw=ops, uraw=u_ops, pick=st.randoms(use_true_random=False),
        cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]))
 def test_keyed_joins_equal_memory_engine(raw, uraw, pick, cuts, buckets):
-    logs = {"t": _history(raw), "u": _u_history(uraw, len(raw) + 1)}
-    # one log per table (one partition each), interleaved at random into one sequence of batches
-    tags = ["t"] * len(logs["t"]) + ["u"] * len(logs["u"])
-    pick.shuffle(tags)
-    its = {tb: iter(evs) for tb, evs in logs.items()}
-    seq = [(tb, next(its[tb])) for tb in tags]
+    seq = _interleave({"t": _history(raw), "u": _u_history(uraw, len(raw) + 1)}, pick)
 
     keyed = [KeyedQuery(n, sql, PARTS, SCHEMAS) for n, sql in JOINS.items()]
     pipe = KeyedPipeline(keyed, buckets=buckets)
     memory = {n: SketchMaintainer(sql, PARTS) for n, sql in JOINS.items()}
     for m in memory.values():
         m.initialize({t: s.empty_table() for t, s in SCHEMAS.items()})
-    mirrors: dict = {"t": {}, "u": {}}
+    _compare_join_batches(seq, cuts, pipe, keyed, memory, {"t": {}, "u": {}})
+
+
+def _interleave(logs: dict, pick) -> list:
+    """One log per table (one partition each), interleaved at random into one sequence."""
+    tags = [tb for tb, evs in logs.items() for _ in evs]
+    pick.shuffle(tags)
+    its = {tb: iter(evs) for tb, evs in logs.items()}
+    return [(tb, next(its[tb])) for tb in tags]
+
+
+def _compare_join_batches(seq, cuts, pipe, keyed, memory, mirrors) -> None:
+    """``seq`` [(table, event)] in batches of ``cuts`` through the keyed pipeline and the memory
+    path (``mirrors``: table -> {key: row} before); sketch changes and sketches every batch."""
     pos, k = 0, 0
     while pos < len(seq):
         batch = seq[pos:pos + cuts[k % len(cuts)]]
@@ -131,6 +146,104 @@ def test_keyed_joins_equal_memory_engine(raw, uraw, pick, cuts, buckets):
         assert left is not None or right is not None
         for d in (left, right):
             assert d is None or (d.weight > 0).all(), (n, key)
+
+
+# -- capture at registration ------------------------------------------------------------------------
+
+def _bag(d) -> Counter:
+    """An annotated delta as a multiset {(row, sketch ids): weight} (row order and runs apart)."""
+    out: Counter = Counter()
+    if d is not None:
+        for row, sk, w in zip(d.rows(), sketch_keys(d.sketch), d.weight.tolist()):
+            out[(row, sk)] += w
+    return +out
+
+
+def _state(pipe) -> dict:
+    """Every keyed state of a pipeline, decoded to what must be equal (a state's bytes need not be)."""
+    topk = {}
+    for n, blob in pipe.topks.items():
+        s_ = decode_topk(blob)
+        topk[n] = (dict(s_.entries), +s_.emitted)
+    return {"images": pipe.images(), "mu": dict(pipe.mu), "topk": topk,
+            "joins": {k: tuple(_bag(d) for d in decode_join(b)) for k, b in pipe.joins.items()},
+            "groups": {k: sorted(decode_page(b)) for k, b in pipe.groups.items()}}
+
+
+def _inserted(queries, buckets, tables: dict) -> KeyedPipeline:
+    """The pipeline after one batch that inserts every row of ``tables`` ({table: {key: row}})."""
+    ref = KeyedPipeline(queries, buckets=buckets)
+    ref.run_batch({tb: [CdcEvent(tb, "c", key, None, row, None, 0, i) for i, (key, row) in enumerate(rows.items())]
+                   for tb, rows in tables.items()})
+    return ref
+
+
+def _node(m, kind: str):
+    return next(x for x in m.query.root.walk() if type(x).__name__ == kind)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(initial=st.dictionaries(st.integers(0, 9), st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(0, 10)),
+                                                            st.integers(-1, 11)), max_size=10),
+       raw=ops, cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]),
+       slice_size=st.integers(1, 6))
+def test_topk_capture_equals_inserting_every_row_then_memory_engine(initial, raw, cuts, buckets, slice_size):
+    """Top-k over a table that holds rows: the capture, slice by slice, leaves the state a batch
+    inserting every row leaves (top-k entries and emitted k, groups, μ), the memory engine's
+    top-k state and sketch; then a history that updates and deletes the captured rows."""
+    rows = {(i,): _row(i, g, v, p) for i, (g, v, p) in initial.items()}
+    keyed = [KeyedQuery(n, sql, PART, {"t": SCHEMA}) for n, sql in TOPK.items()]
+    pipe = KeyedPipeline(keyed, buckets=buckets)
+    pipe.capture({"t": _table(list(rows.values()))}, {"t": ["id"]}, slice_size=slice_size)
+    assert _state(pipe) == _state(_inserted(keyed, buckets, {"t": rows}))
+    memory = {n: SketchMaintainer(sql, PART) for n, sql in TOPK.items()}
+    for n, m in memory.items():
+        m.initialize({"t": _table(list(rows.values()))})
+        q = next(q for q in keyed if q.name == n)
+        assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(n)) == m.sketch["t"], n
+        node = _node(m, "TopKNode").state
+        got = decode_topk(pipe.topks[n]) if n in pipe.topks else None
+        assert (dict(got.entries), got.emitted) == (dict(node.entries), node.emitted) if got else not node.entries, n
+    _compare_batches(_history(raw, rows), cuts, pipe, keyed, memory, dict(rows), buckets)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(t_rows=st.dictionaries(st.integers(0, 9), st.tuples(st.integers(0, 3), st.integers(0, 10), st.integers(-1, 11)),
+                              max_size=10),
+       u_rows=st.dictionaries(st.integers(0, 5), st.tuples(st.one_of(st.none(), st.integers(0, 3)),
+                                                           st.one_of(st.none(), st.integers(0, 10))), max_size=6),
+       raw=ops, uraw=u_ops, pick=st.randoms(use_true_random=False),
+       cuts=st.lists(st.integers(1, 12), min_size=1, max_size=8), buckets=st.sampled_from([1, 3, 8]),
+       slice_size=st.integers(1, 6))
+def test_join_capture_equals_inserting_every_row_then_memory_engine(t_rows, u_rows, raw, uraw, pick, cuts, buckets,
+                                                                    slice_size):
+    """Joins (with an aggregation, a top-k above, a self-join, two key columns) over two tables
+    that hold rows: the capture leaves each join key's state, the groups, top-k and μ a batch
+    inserting every row leaves, the memory engine's join sides and sketch; then histories of
+    both tables that update join keys and delete the captured rows."""
+    tables = {"t": {(i,): _row(i, g, v, p) for i, (g, v, p) in t_rows.items()},
+              "u": {(i,): {"id": i, "k": k, "w": w} for i, (k, w) in u_rows.items()}}
+    arrow = {tb: _weighted(SCHEMAS[tb], list(rows.values()), [1] * len(rows)).drop_columns(["__weight"])
+             for tb, rows in tables.items()}
+    keyed = [KeyedQuery(n, sql, PARTS, SCHEMAS) for n, sql in JOINS.items()]
+    pipe = KeyedPipeline(keyed, buckets=buckets)
+    pipe.capture(arrow, {"t": ["id"], "u": ["id"]}, slice_size=slice_size)
+    assert _state(pipe) == _state(_inserted(keyed, buckets, tables))
+    memory = {n: SketchMaintainer(sql, PARTS) for n, sql in JOINS.items()}
+    for n, m in memory.items():
+        m.initialize(arrow)
+        q = next(q for q in keyed if q.name == n)
+        for tb in ("t", "u"):
+            assert sorted(f for t, f in map(q.split_fragment, pipe.sketch(n)) if t == tb) == m.sketch[tb], (n, tb)
+        join = _node(m, "JoinNode").state
+        held = [Counter(), Counter()]
+        for (name, _), blob in pipe.joins.items():
+            if name == n:
+                for side, d in enumerate(decode_join(blob)):
+                    held[side] += _bag(d)
+        assert held == [_bag(join.left.rows()), _bag(join.right.rows())], n
+    seq = _interleave({"t": _history(raw, tables["t"]), "u": _u_history(uraw, len(raw) + 1, tables["u"])}, pick)
+    _compare_join_batches(seq, cuts, pipe, keyed, memory, {tb: dict(rows) for tb, rows in tables.items()})
 
 
 def test_cross_products_and_nested_shapes_are_refused_with_a_reason():
