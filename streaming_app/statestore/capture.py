@@ -3,15 +3,21 @@ the Delta mirrors, as Spark jobs on the executors (``operators.keyed.capture`` p
 
 A fresh checkpoint over non-empty mirrors starts from this capture: every mirror is read at
 the Delta version pinned here (so a first batch re-run after a crash, whose MERGE may already
-have moved the mirror, starts from the same state), and three parquet folders under the
-checkpoint hold each operator's initial rows::
+have moved the mirror, starts from the same state), and parquet folders under the checkpoint
+hold each operator's initial rows::
 
-    capture/rows   stage 1 (mapInArrow per mirror slice): last images; partial groups; weights
+    capture/rows   stage 1 (mapInArrow per mirror slice): last images; join side rows, partial
+                   groups, top-k rows; weights
     capture/pages  last images grouped by (table, bucket, page) (collect_list, in the JVM):
                    one cdc_image_pages_v2 entry each, so the load is one state call per page
-    capture/groups stage 2 (per (query, bucket of pages), sorted partitions): imp_group_pages_v2
-                   blobs (one per page of groups); weights
-    capture/mu     stage 3 (sum per (query, fragment)): mu_fragment_v1 counts > 0
+    capture/joins  stage 2 (per (query, bucket of join keys), sorted partitions; only with a
+                   join): sketch_join_v1 blobs (one per join key); partial groups, top-k rows,
+                   weights of the join's output
+    capture/groups stage 3 (per (query, bucket of pages), sorted partitions): imp_group_pages_v2
+                   blobs (one per page of groups); top-k rows or weights of their output
+    capture/topk   stage 4 (per query, one task each; only with a top-k): topk_ordered_v2 (one
+                   row per query); weights of the k rows it emits
+    capture/mu     stage 5 (sum per (query, fragment)): mu_fragment_v1 counts > 0
 
 ``transformWithState(initialState=...)`` loads them into the state store in the query's first
 batch (Spark applies an initial state only in batch 0 of a checkpoint). What reaches the driver
@@ -39,9 +45,9 @@ def pinned(checkpoint_dir) -> dict | None:
 
 
 def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=None) -> dict:
-    """Build the initial state of the three keyed operators from the mirrors at ``versions``;
-    write it under the checkpoint (``checkpoint_dir``: a generation's, default the config's) and
-    pin it there. Returns the pinned record (with figures)."""
+    """Build the initial state of the keyed operators (joins and top-k included) from the mirrors
+    at ``versions``; write it under the checkpoint (``checkpoint_dir``: a generation's, default the
+    config's) and pin it there. Returns the pinned record (with figures)."""
     from pyspark.sql import functions as F
 
     t0 = time.perf_counter()
@@ -61,7 +67,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     sc.setJobDescription("ivmstream capture: last images and partial groups from the mirrors")
     rows.write.mode("overwrite").parquet(str(out / "rows"))
     rows = spark.read.parquet(str(out / "rows"))
-    images = rows.filter(~F.col("k1").startswith("g:") & ~F.col("k1").startswith("f:"))
+    images = rows.filter(~F.col("k1").rlike("^[fgjk]:"))  # a table's name has no colon
     sc.setJobDescription("ivmstream capture: last images in pages")
     per_table = {r["k1"]: r["n"] for r in images.groupBy("k1").agg(F.count("*").alias("n")).collect()}
     pages = {t: pages_for(n, buckets) for t, n in per_table.items()}
@@ -72,49 +78,75 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
      .groupBy("k1", "k2", "page").agg(F.collect_list("a").alias("parts"))
      .write.mode("overwrite").parquet(str(out / "pages")))
     t1 = time.perf_counter()
+    from operators.keyed.sketch import KeyedQuery
+
+    planned = [KeyedQuery(*s) for s in specs]
+    stages = ["pages", "groups", "mu"]
+    later = rows  # the rows stages 3 and 4 read their input from
+    if any(q.join is not None for q in planned):
+        sc.setJobDescription("ivmstream capture: join states")
+        _merge(rows.filter(F.col("k1").startswith("j:")), "joins", specs, out)
+        joins = spark.read.parquet(str(out / "joins"))
+        later = later.unionAll(joins.filter(~F.col("k1").startswith("j:")))
+        stages.append("joins")
     sc.setJobDescription("ivmstream capture: group states")
     # groups by a shuffle and a sort, then many groups per Python call (applyInArrow would
     # make one call per group: ~1.5 M calls per sketch at SF1)
-    (rows.filter(F.col("k1").startswith("g:")).repartition("k1", "k2").sortWithinPartitions("k1", "k2")
-     .mapInArrow(_groups(specs, GROUP_PAGES), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / "groups")))
-    t2 = time.perf_counter()
+    _merge(later.filter(F.col("k1").startswith("g:")), "groups", specs, out)
     groups = spark.read.parquet(str(out / "groups"))
-    weights = rows.filter(F.col("k1").startswith("f:")).unionAll(groups.filter(F.col("k1").startswith("f:")))
+    later = later.filter(~F.col("k1").startswith("g:")).unionAll(groups)
+    if any(q.topk is not None for q in planned):
+        sc.setJobDescription("ivmstream capture: top-k states")
+        _merge(later.filter(F.col("k1").startswith("k:")), "topk", specs, out)
+        later = later.filter(~F.col("k1").startswith("k:")).unionAll(spark.read.parquet(str(out / "topk")))
+        stages.append("topk")
+    t2 = time.perf_counter()
+    weights = later.filter(F.col("k1").startswith("f:"))
     sc.setJobDescription("ivmstream capture: fragment counts")
     (weights.groupBy("k1", "k2").agg(F.sum("w").alias("w")).filter(F.col("w") != 0)
      .select("k1", "k2", F.lit(None).cast("string").alias("pk"), "w", F.lit(None).cast("binary").alias("a"))
      .write.mode("overwrite").parquet(str(out / "mu")))
     t3 = time.perf_counter()
     mu = spark.read.parquet(str(out / "mu"))
-    sc.setJobDescription("ivmstream capture: counts")
-    counts = {r["kind"]: r["n"] for r in rows.select(
-        F.when(F.col("k1").startswith("g:"), "partials").when(F.col("k1").startswith("f:"), "weights")
-        .otherwise("images").alias("kind")).groupBy("kind").agg(F.count("*").alias("n")).collect()}
     sketch = [(r["k1"][2:], int(r["k2"]), int(r["w"])) for r in mu.select("k1", "k2", "w").collect()]
     if any(w < 0 for _, _, w in sketch):
         from operators.errors import InvariantError
 
         raise InvariantError("capture: a fragment count below zero")
-    record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "pages": pages,
-              "images": int(counts.get("images", 0)), "groups": int(groups.filter(F.col("k1").startswith("g:")).agg(F.sum("w")).first()[0] or 0),
+    record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "stages": stages, "pages": pages,
+              "images": int(sum(per_table.values())),
+              "groups": int(groups.filter(F.col("k1").startswith("g:")).agg(F.sum("w")).first()[0] or 0),
               "fragments": len(sketch), "sketch": sorted((q, f) for q, f, _ in sketch),
-              "seconds": {"rows": round(t1 - t0, 1), "groups": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
+              "seconds": {"rows": round(t1 - t0, 1), "states": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
                           "total": round(time.perf_counter() - t0, 1)}}
     sc.setJobDescription(None)
     (ckpt / FILE).write_text(json.dumps(record, indent=1))
     return record
 
 
-def initial_states(spark, record: dict) -> tuple:
-    """(CDC, group, μ) initial states as GroupedData keyed (k1, k2) like the operators' input
-    (the CDC one: rows ``k1, k2, page, parts``, one per page)."""
+def initial_states(spark, record: dict) -> dict:
+    """Operator -> its initial state as GroupedData keyed (k1, k2) like the operator's input:
+    ``cdc`` (rows ``k1, k2, page, parts``, one per page), ``group``, ``mu``, and ``join`` /
+    ``topk`` when the capture built them (rows of ``CAPTURE_SCHEMA``, the state blob in ``a``)."""
     from pyspark.sql import functions as F
 
     out = Path(record["dir"])
-    cdc = spark.read.parquet(str(out / "pages"))
-    groups = spark.read.parquet(str(out / "groups")).filter(F.col("k1").startswith("g:"))
-    mu = spark.read.parquet(str(out / "mu"))
-    return tuple(df.groupBy("k1", "k2") for df in (cdc, groups, mu))
+    stages = record.get("stages", ["pages", "groups", "mu"])
+    frames = {"cdc": spark.read.parquet(str(out / "pages")),
+              "group": spark.read.parquet(str(out / "groups")).filter(F.col("k1").startswith("g:")),
+              "mu": spark.read.parquet(str(out / "mu"))}
+    if "joins" in stages:
+        frames["join"] = spark.read.parquet(str(out / "joins")).filter(F.col("k1").startswith("j:"))
+    if "topk" in stages:
+        frames["topk"] = spark.read.parquet(str(out / "topk")).filter(F.col("k1").startswith("k:"))
+    return {op: df.groupBy("k1", "k2") for op, df in frames.items()}
+
+
+def _merge(df, stage: str, specs: list, out: Path) -> None:
+    """Stage ``stage`` (joins, groups, topk) of ``operators.keyed.capture`` over ``df``: shuffled
+    by (k1, k2) and sorted, so that each call sees whole keys; written to ``out / stage``."""
+    (df.repartition("k1", "k2").sortWithinPartitions("k1", "k2")
+     .mapInArrow(_runs(stage, specs, GROUP_PAGES), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / stage)))
 
 
 def _slices(table: str, primary_key: list, specs: list, buckets: int, group_pages: int):
@@ -124,7 +156,7 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
         from operators.keyed.capture import slice_rows
         from streaming_app.statestore.processors import _Queries
 
-        qs = [q for q in _Queries(specs).all().values() if q.table == table.lower()]
+        qs = [q for q in _Queries(specs).all().values() if q.reads(table)]
         for rb in batches:
             if rb.num_rows:
                 yield from slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
@@ -133,32 +165,39 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
     return fn
 
 
-def _groups(specs: list, group_pages: int):
-    """Stage 2 over a partition sorted by (k1, k2): whole groups per call, the last group of
-    each Arrow batch carried into the next (a group may straddle two batches)."""
+def _runs(stage: str, specs: list, group_pages: int):
+    """A merge stage over a partition sorted by (k1, k2): whole runs of one (k1, k2) per call,
+    the last run of each Arrow batch carried into the next (a run may straddle batches; a
+    top-k's run is all of its query's rows)."""
 
     def fn(batches):
         import pyarrow as pa
 
-        from operators.keyed.capture import merge_groups
+        from operators.keyed import capture as C
         from streaming_app.statestore.processors import _Queries
 
         queries = _Queries(specs).all()
-        carry = None
+        merge = {"joins": lambda t: C.merge_joins(queries, t, group_pages),
+                 "groups": lambda t: C.merge_groups(queries, t, group_pages),
+                 "topk": lambda t: C.merge_topk(queries, t)}[stage]
+        carry, carry_key = None, None
         for rb in batches:
-            t = pa.Table.from_batches([rb])
-            if carry is not None:
-                t = pa.concat_tables([carry, t])
-            if t.num_rows == 0:
+            if rb.num_rows == 0:
                 continue
+            t = pa.Table.from_batches([rb])
             k1, k2 = t.column("k1").to_pylist(), t.column("k2").to_pylist()
+            last = (k1[-1], k2[-1])
             i = t.num_rows - 1
-            while i > 0 and k1[i - 1] == k1[-1] and k2[i - 1] == k2[-1]:
+            while i > 0 and (k1[i - 1], k2[i - 1]) == last:
                 i -= 1
-            carry = t.slice(i)
-            if i:
-                yield from merge_groups(queries, t.slice(0, i), group_pages).to_batches()
+            if i == 0 and carry_key == last:  # the whole batch goes on the carried run
+                carry = pa.concat_tables([carry, t])
+                continue
+            done = t.slice(0, i) if carry is None else pa.concat_tables([carry, t.slice(0, i)])
+            if done.num_rows:
+                yield from merge(done).to_batches()
+            carry, carry_key = t.slice(i), last
         if carry is not None and carry.num_rows:
-            yield from merge_groups(queries, carry, group_pages).to_batches()
+            yield from merge(carry).to_batches()
 
     return fn

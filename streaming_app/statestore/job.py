@@ -22,7 +22,7 @@ never operator state. The current sketch of each query (at most its fragment cou
 an output the driver keeps to write ``sketches``; it is read back from that table at start.
 
 A fresh checkpoint over mirrors that hold rows starts from a capture (``capture``): Spark jobs
-build the three operators' initial state from the mirrors at pinned versions, and batch 0 loads
+build the keyed operators' initial state from the mirrors at pinned versions, and batch 0 loads
 it through ``transformWithState(initialState=...)``. A changed set of queries starts a new
 checkpoint generation from the offsets of the last finished batch, with a capture at the mirror
 versions it left (``generations``).
@@ -242,14 +242,7 @@ class StatestoreJob(IngestJob):
             pin.unlink(missing_ok=True)
             return
         queries = self._keyed()
-        refused = sorted(n for n, q in queries.items() if not q.plain and any(v > 0 for t, v in versions.items()
-                                                                               if q.reads(t)))
-        if refused:
-            raise ConfigError(f"[state] backend = \"statestore\": sketches {refused} (a join or a top-k) over mirrors "
-                              "that already hold data: capture at registration builds no join or top-k state yet; "
-                              "register them before the mirrors fill, or keep [state] backend = \"memory\"")
-        plain = [s for s in self.specs if queries[s[0]].plain]  # the others start empty
-        rec = capture.run_capture(spark, self.cfg, self.lake, plain, versions, checkpoint_dir=self.gen.dir)
+        rec = capture.run_capture(spark, self.cfg, self.lake, self.specs, versions, checkpoint_dir=self.gen.dir)
         current: dict = {n: {} for n in queries}
         for name, g in rec["sketch"]:
             table, frag = queries[name].split_fragment(g)
@@ -265,7 +258,7 @@ class StatestoreJob(IngestJob):
         cfg = self.cfg
         rows = kafka_df.select("topic", "partition", "offset", "key", "value", "headers").mapInArrow(
             _decoder(cfg, cfg.state.cdc_buckets), P.ROW_SCHEMA)
-        init = (None, None, None)
+        init: dict = {}
         rec = self._first_batch_capture()
         if rec is not None:  # Spark loads an initial state in batch 0 only
             from streaming_app.statestore.capture import initial_states
@@ -275,12 +268,12 @@ class StatestoreJob(IngestJob):
 
         pages = (pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
         ops = state_operators(self._keyed().values())
-        procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init[0]),
-                 (P.GroupProcessor(self.specs), init[1]), (P.MuProcessor(), init[2])]
-        if "sketch.join" in ops:  # no initial state: refused over non-empty mirrors (setup)
-            procs.insert(1, (P.JoinProcessor(self.specs), None))
+        procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init.get("cdc")),
+                 (P.GroupProcessor(self.specs), init.get("group")), (P.MuProcessor(), init.get("mu"))]
+        if "sketch.join" in ops:
+            procs.insert(1, (P.JoinProcessor(self.specs), init.get("join")))
         if "topk.ordered" in ops:
-            procs.insert(-1, (P.TopKProcessor(self.specs), None))
+            procs.insert(-1, (P.TopKProcessor(self.specs), init.get("topk")))
         for proc, state in procs:
             rows = rows.groupBy("k1", "k2").transformWithState(proc, P.ROW_SCHEMA, "Append", "None",
                                                                initialState=state)

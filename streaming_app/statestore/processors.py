@@ -58,6 +58,7 @@ def _routed(name: str, r):
 
 
 CDC_STATE, GROUP_STATE, MU_STATE = "cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"
+JOIN_STATE, TOPK_STATE = "sketch_join_v1", "topk_ordered_v2"
 
 
 def dumps(x) -> bytes:
@@ -211,7 +212,11 @@ class JoinProcessor(StatefulProcessor):
         self.queries = _Queries(specs)
 
     def init(self, handle) -> None:
-        self.sides = handle.getValueState("sketch_join_v1", "blob binary")
+        self.sides = handle.getValueState(JOIN_STATE, "blob binary")
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        """Capture at registration (batch 0 only): both sides' rows of this join key."""
+        self.sides.update((initialState.a,))
 
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.sketch import decode_delta
@@ -245,7 +250,11 @@ class TopKProcessor(StatefulProcessor):
         self.queries = _Queries(specs)
 
     def init(self, handle) -> None:
-        self.ordered = handle.getValueState("topk_ordered_v2", "blob binary")
+        self.ordered = handle.getValueState(TOPK_STATE, "blob binary")
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        """Capture at registration (batch 0 only): the query's ordered rows and emitted k."""
+        self.ordered.update((initialState.a,))
 
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.sketch import decode_delta

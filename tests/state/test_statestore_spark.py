@@ -9,6 +9,8 @@ metadata and the last progress's stateOperators.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from connectors.kafka_broker import create_topics
@@ -111,16 +113,6 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
     rec = pinned(cfgs["statestore"].checkpoint_dir)
     assert rec["images"] == len(loaded) and rec["versions"]["t"] >= 1
 
-    # a top-k over the loaded mirror: capture builds no top-k/join state yet, so one line, before the stream
-    from operators.errors import ConfigError
-
-    cfg = parse_config(config_data(tmp_path / "refuse", kafka_broker.bootstrap, "statestore", name="scr", topic=topic,
-                                   sketches={"topk": JOIN_TOPK["topk"]}))
-    path = sink.ensure_mirror(spark, sink.Lake(cfg.lake_root), cfg.table("t"))
-    spark.createDataFrame(tbl).write.format("delta").mode("append").save(path)
-    with pytest.raises(ConfigError, match=r"sketches \['topk'\] \(a join or a top-k\) over mirrors that already hold"):
-        run_job(cfg, available_now=True, quiet=True, spark=spark)
-
 
 JOIN_TOPK = {  # over two tables t and u (the same columns), the sketch on t.p (shapes its safety check accepts)
     "topk": "SELECT g, COUNT(*) AS c FROM t GROUP BY g ORDER BY c DESC, g LIMIT 3",
@@ -167,3 +159,51 @@ def test_statestore_topk_and_joins_equal_memory_backend(spark, kafka_broker, tmp
     meta = spark.read.format("state-metadata").load(str(cfgs["statestore"].checkpoint_dir)).collect()
     props = " ".join(m["operatorProperties"] for m in meta)
     assert len(meta) == 5 and "sketch_join_v1" in props and "topk_ordered_v2" in props
+
+
+def test_statestore_capture_of_topk_and_joins_equals_memory_backend(spark, kafka_broker, tmp_path):
+    """Capture at registration of join and top-k state: the five queries of ``JOIN_TOPK`` over
+    mirrors t and u that already hold rows, then histories that update join keys, group and
+    order values, delete and (t) truncate the captured rows, in two runs: every output table
+    equal to the memory backend's, and the capture built the join and top-k operators' state."""
+    import pyarrow as pa
+
+    from connectors import delta_sink as sink
+    from streaming_app.statestore.capture import pinned
+    from tests.state.statestore_fixture import COLUMNS, rows
+
+    topics = {"t": "sscj.t", "u": "sscj.u"}
+    create_topics(kafka_broker.bootstrap, list(topics.values()), partitions=1)
+    loaded = {"t": rows(30, keys=40, seed=31), "u": rows(30, keys=40, seed=32)}
+    cfgs = {b: parse_config(_two_tables(tmp_path / b, kafka_broker.bootstrap, b, f"cj{b}", topics))
+            for b in ("memory", "statestore")}
+    schema = pa.schema([(c, pa.int64()) for c in COLUMNS])
+    for cfg in cfgs.values():  # the mirrors as a bulk load leaves them: one Delta commit of rows each
+        for t, live in loaded.items():
+            path = sink.ensure_mirror(spark, sink.Lake(cfg.lake_root), cfg.table(t))
+            spark.createDataFrame(pa.Table.from_pylist(list(live.values()), schema=schema)).write.format("delta") \
+                .mode("append").save(path)
+    live = {t: dict(r) for t, r in loaded.items()}
+    rounds = [{"t": history(120, keys=40, seed=33, live=live["t"]), "u": history(100, keys=40, seed=34, live=live["u"])},
+              {"t": history(90, keys=40, seed=35, truncate_every=60, live=live["t"]),
+               "u": history(80, keys=40, seed=36, live=live["u"])}]
+    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    prod = CdcProducer(kafka_broker.bootstrap)
+    for hist in rounds:
+        for t, events in hist.items():
+            send(prod, cfgs["memory"].table(t), events)
+        for cfg in cfgs.values():
+            run_job(cfg, available_now=True, quiet=True, spark=spark)
+        for table, drop in {**COMPARED, "mirrors/u": ()}.items():
+            a = table_rows(spark, lake["memory"] / table, drop)
+            b = table_rows(spark, lake["statestore"] / table, drop)
+            assert a == b, f"{table}: memory and statestore differ"
+    prod.close()
+    rec = pinned(cfgs["statestore"].checkpoint_dir)
+    assert {"joins", "topk"} <= set(rec["stages"]) and rec["images"] == 60
+    captured = {q for q, _ in rec["sketch"]}
+    assert captured == set(JOIN_TOPK), captured  # every query had a sketch from the loaded rows
+    out = spark.read.parquet(str(Path(rec["dir"]) / "joins")).filter("k1 like 'j:%'").collect()
+    assert {r["k1"] for r in out} == {"j:join_agg", "j:join_rows", "j:join_topk"}
+    deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
+    assert {d[4] for d in deltas} == {"1", "-1"}
