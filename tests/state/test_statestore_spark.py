@@ -123,10 +123,10 @@ JOIN_TOPK = {  # over two tables t and u (the same columns), the sketch on t.p (
 }
 
 
-def _two_tables(root, bootstrap: str, backend: str, name: str, topics: dict) -> dict:
+def _two_tables(root, bootstrap: str, backend: str, name: str, topics: dict, sketches=JOIN_TOPK) -> dict:
     from tests.state.statestore_fixture import COLUMNS
 
-    data = config_data(root, bootstrap, backend, name=name, topic=topics["t"], sketches=JOIN_TOPK)
+    data = config_data(root, bootstrap, backend, name=name, topic=topics["t"], sketches=sketches)
     data["tables"].append({"name": "u", "topic": topics["u"], "primary_key": ["id"], "columns": COLUMNS})
     return data
 
@@ -162,10 +162,11 @@ def test_statestore_topk_and_joins_equal_memory_backend(spark, kafka_broker, tmp
 
 
 def test_statestore_capture_of_topk_and_joins_equals_memory_backend(spark, kafka_broker, tmp_path):
-    """Capture at registration of join and top-k state: the five queries of ``JOIN_TOPK`` over
-    mirrors t and u that already hold rows, then histories that update join keys, group and
-    order values, delete and (t) truncate the captured rows, in two runs: every output table
-    equal to the memory backend's, and the capture built the join and top-k operators' state."""
+    """Capture at registration of join and top-k state: a top-k over groups, a join and a join
+    with an aggregation and a top-k above, over mirrors t and u that already hold rows, then
+    histories that update join keys, group and order values, delete and (t) truncate the
+    captured rows: every output table equal to the memory backend's, and the capture built the
+    join and top-k operators' state."""
     import pyarrow as pa
 
     from connectors import delta_sink as sink
@@ -174,36 +175,38 @@ def test_statestore_capture_of_topk_and_joins_equals_memory_backend(spark, kafka
 
     topics = {"t": "sscj.t", "u": "sscj.u"}
     create_topics(kafka_broker.bootstrap, list(topics.values()), partitions=1)
+    queries = {n: JOIN_TOPK[n] for n in ("topk", "join_rows", "join_topk")}
     loaded = {"t": rows(30, keys=40, seed=31), "u": rows(30, keys=40, seed=32)}
-    cfgs = {b: parse_config(_two_tables(tmp_path / b, kafka_broker.bootstrap, b, f"cj{b}", topics))
-            for b in ("memory", "statestore")}
+    cfgs = {}
+    for b in ("memory", "statestore"):
+        data = _two_tables(tmp_path / b, kafka_broker.bootstrap, b, f"cj{b}", topics, queries)
+        data["kafka"]["max_offsets_per_trigger"] = 100
+        cfgs[b] = parse_config(data)
     schema = pa.schema([(c, pa.int64()) for c in COLUMNS])
     for cfg in cfgs.values():  # the mirrors as a bulk load leaves them: one Delta commit of rows each
         for t, live in loaded.items():
             path = sink.ensure_mirror(spark, sink.Lake(cfg.lake_root), cfg.table(t))
             spark.createDataFrame(pa.Table.from_pylist(list(live.values()), schema=schema)).write.format("delta") \
                 .mode("append").save(path)
-    live = {t: dict(r) for t, r in loaded.items()}
-    rounds = [{"t": history(120, keys=40, seed=33, live=live["t"]), "u": history(100, keys=40, seed=34, live=live["u"])},
-              {"t": history(90, keys=40, seed=35, truncate_every=60, live=live["t"]),
-               "u": history(80, keys=40, seed=36, live=live["u"])}]
-    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    hist = {"t": history(100, keys=40, seed=33, truncate_every=70, live=dict(loaded["t"])),
+            "u": history(80, keys=40, seed=34, live=dict(loaded["u"]))}
     prod = CdcProducer(kafka_broker.bootstrap)
-    for hist in rounds:
-        for t, events in hist.items():
-            send(prod, cfgs["memory"].table(t), events)
-        for cfg in cfgs.values():
-            run_job(cfg, available_now=True, quiet=True, spark=spark)
-        for table, drop in {**COMPARED, "mirrors/u": ()}.items():
-            a = table_rows(spark, lake["memory"] / table, drop)
-            b = table_rows(spark, lake["statestore"] / table, drop)
-            assert a == b, f"{table}: memory and statestore differ"
+    for t, events in hist.items():
+        send(prod, cfgs["memory"].table(t), events)
     prod.close()
+    for cfg in cfgs.values():
+        run_job(cfg, available_now=True, quiet=True, spark=spark)
+    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    for table, drop in {**COMPARED, "mirrors/u": ()}.items():
+        a = table_rows(spark, lake["memory"] / table, drop)
+        b = table_rows(spark, lake["statestore"] / table, drop)
+        assert a == b, f"{table}: memory and statestore differ"
     rec = pinned(cfgs["statestore"].checkpoint_dir)
     assert {"joins", "topk"} <= set(rec["stages"]) and rec["images"] == 60
-    captured = {q for q, _ in rec["sketch"]}
-    assert captured == set(JOIN_TOPK), captured  # every query had a sketch from the loaded rows
-    out = spark.read.parquet(str(Path(rec["dir"]) / "joins")).filter("k1 like 'j:%'").collect()
-    assert {r["k1"] for r in out} == {"j:join_agg", "j:join_rows", "j:join_topk"}
+    assert {q for q, _ in rec["sketch"]} == set(queries)  # every query had a sketch from the loaded rows
+    states = spark.read.parquet(str(Path(rec["dir"]) / "joins")).filter("k1 like 'j:%'").collect()
+    assert {r["k1"] for r in states} == {"j:join_rows", "j:join_topk"}
     deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
     assert {d[4] for d in deltas} == {"1", "-1"}
+    batches = spark.read.format("delta").load(str(lake["statestore"] / "batches")).count()
+    assert batches >= 2  # the captured state went through more than one batch
