@@ -54,9 +54,16 @@ def _config(tmp_path, bootstrap: str, topic: str, names: list[str]):
 
 def _killed_run(path, kill_at: str) -> str:
     env = {**os.environ, "IVMSTREAM_KILL_AT": kill_at}
-    proc = subprocess.run([sys.executable, "-m", "streaming_app", "run", "--config", str(path), "--available-now",
-                           "--no-ui"], env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
-    out = proc.stdout + proc.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(path), "--available-now",
+                             "--no-ui"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=600)
+    finally:  # the driver's JVM and Python workers with it
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     assert proc.returncode == -signal.SIGKILL and f"fault injection: SIGKILL at {kill_at}" in out, out[-3000:]
     return out
 
