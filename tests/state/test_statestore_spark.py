@@ -131,6 +131,23 @@ def _two_tables(root, bootstrap: str, backend: str, name: str, topics: dict, ske
     return data
 
 
+def _both_backends_equal(spark, kafka_broker, cfgs: dict, hist: dict) -> dict:
+    """Send the histories of t and u, drain them with each backend's job, and assert every
+    output table and both mirrors equal across the backends; the lakes by backend."""
+    prod = CdcProducer(kafka_broker.bootstrap)
+    for t, events in hist.items():
+        send(prod, cfgs["memory"].table(t), events)
+    prod.close()
+    for cfg in cfgs.values():
+        run_job(cfg, available_now=True, quiet=True, spark=spark)
+    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    for table, drop in {**COMPARED, "mirrors/u": ()}.items():
+        a = table_rows(spark, lake["memory"] / table, drop)
+        b = table_rows(spark, lake["statestore"] / table, drop)
+        assert a == b, f"{table}: memory and statestore differ"
+    return lake
+
+
 def test_statestore_topk_and_joins_equal_memory_backend(spark, kafka_broker, tmp_path):
     """Top-k (over groups and over rows) and joins (with an aggregation, HAVING, a top-k above,
     and without) on two tables whose histories update join keys and order values, delete and
@@ -141,18 +158,7 @@ def test_statestore_topk_and_joins_equal_memory_backend(spark, kafka_broker, tmp
     hist = {"t": history(260, keys=40, seed=21, truncate_every=150), "u": history(220, keys=40, seed=22)}
     cfgs = {b: parse_config(_two_tables(tmp_path / b, kafka_broker.bootstrap, b, f"jk{b}", topics))
             for b in ("memory", "statestore")}
-    prod = CdcProducer(kafka_broker.bootstrap)
-    for t, events in hist.items():
-        send(prod, cfgs["memory"].table(t), events)
-    prod.close()
-    for cfg in cfgs.values():
-        run_job(cfg, available_now=True, quiet=True, spark=spark)
-
-    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
-    for table, drop in {**COMPARED, "mirrors/u": ()}.items():
-        a = table_rows(spark, lake["memory"] / table, drop)
-        b = table_rows(spark, lake["statestore"] / table, drop)
-        assert a == b, f"{table}: memory and statestore differ"
+    lake = _both_backends_equal(spark, kafka_broker, cfgs, hist)
     deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
     for q in JOIN_TOPK:  # every query's sketch moved both ways
         assert {d[4] for d in deltas if d[0] == q} == {"1", "-1"}, q
@@ -190,17 +196,7 @@ def test_statestore_capture_of_topk_and_joins_equals_memory_backend(spark, kafka
                 .mode("append").save(path)
     hist = {"t": history(100, keys=40, seed=33, truncate_every=70, live=dict(loaded["t"])),
             "u": history(80, keys=40, seed=34, live=dict(loaded["u"]))}
-    prod = CdcProducer(kafka_broker.bootstrap)
-    for t, events in hist.items():
-        send(prod, cfgs["memory"].table(t), events)
-    prod.close()
-    for cfg in cfgs.values():
-        run_job(cfg, available_now=True, quiet=True, spark=spark)
-    lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
-    for table, drop in {**COMPARED, "mirrors/u": ()}.items():
-        a = table_rows(spark, lake["memory"] / table, drop)
-        b = table_rows(spark, lake["statestore"] / table, drop)
-        assert a == b, f"{table}: memory and statestore differ"
+    lake = _both_backends_equal(spark, kafka_broker, cfgs, hist)
     rec = pinned(cfgs["statestore"].checkpoint_dir)
     assert {"joins", "topk"} <= set(rec["stages"]) and rec["images"] == 60
     assert {q for q, _ in rec["sketch"]} == set(queries)  # every query had a sketch from the loaded rows
