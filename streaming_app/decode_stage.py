@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from connectors.debezium import DecodedBatch, decode_batch
 
-_COLS = ("topic", "partition", "offset", "key", "value", "headers")
+KAFKA_COLUMNS = ("topic", "partition", "offset", "key", "value", "headers")  # what every batch reads of a record
 _OUT = "first_topic string, first_partition int, first_offset long, blob binary"
 
 
@@ -32,7 +32,7 @@ def _slice_decoder(cfg):
         table = pa.Table.from_batches(pieces) if pieces else None
         if table is None or table.num_rows == 0:
             return
-        cols = [table.column(c).to_pylist() for c in _COLS[:5]]
+        cols = [table.column(c).to_pylist() for c in KAFKA_COLUMNS[:5]]
         headers = [[(h["key"], h["value"]) for h in hs] if hs else None
                    for hs in table.column("headers").to_pylist()]
         decoded = decode_batch(cfg, zip(*cols, headers))
@@ -53,7 +53,7 @@ def decode_on_executors(cfg, batch_df, steps: dict | None = None) -> tuple[Decod
     (``read_decode``: read, decode and pickle on the executors, collect) and of the driver's
     unpickling and merging (``merge``)."""
     t = time.perf_counter()
-    rows = batch_df.select(*_COLS).mapInArrow(_slice_decoder(cfg), _OUT).toArrow()
+    rows = batch_df.select(*KAFKA_COLUMNS).mapInArrow(_slice_decoder(cfg), _OUT).toArrow()
     if steps is not None:
         steps["read_decode"] = round((time.perf_counter() - t) * 1000.0, 3)
     t = time.perf_counter()

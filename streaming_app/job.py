@@ -35,7 +35,7 @@ from connectors import object_store
 from connectors.debezium import DecodedBatch, Rejected, decode_batch
 from connectors.mirror_plan import plan_table
 from streaming_app.config import JobConfig, env
-from streaming_app.decode_stage import decode_on_executors, offset_ranges, raw_records
+from streaming_app.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
@@ -223,7 +223,7 @@ class IngestJob:
             _fault("collect", batch_id)
             raw_of = lambda coords: raw_records(batch_df, coords)  # noqa: E731
         else:
-            arrow = batch_df.select("topic", "partition", "offset", "key", "value", "headers").toArrow()
+            arrow = batch_df.select(*KAFKA_COLUMNS).toArrow()
             steps["collect"] = _ms(t)
             _fault("collect", batch_id)
             t = time.perf_counter()
@@ -497,7 +497,7 @@ def _warm_kafka_read(spark, cfg: JobConfig) -> None:
                   .option("endingOffsets", json.dumps({t: {"0": b} for t, _, b in spans})))
         for k, v in options:
             reader = reader.option(k, v)
-        reader.load().select("topic", "partition", "offset", "key", "value", "headers").toArrow()
+        reader.load().select(*KAFKA_COLUMNS).toArrow()
     except Exception:  # noqa: BLE001 - an optimization only
         pass
 

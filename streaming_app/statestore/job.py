@@ -42,7 +42,7 @@ from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, decode_batch
 from connectors.mirror_plan import TablePlan
 from operators.errors import ConfigError
-from streaming_app.decode_stage import offset_ranges
+from streaming_app.decode_stage import KAFKA_COLUMNS, offset_ranges
 from streaming_app.job import BatchContext, IngestJob, _fault, _ms
 from streaming_app.statestore import generations
 from streaming_app.statestore import processors as P
@@ -256,7 +256,7 @@ class StatestoreJob(IngestJob):
 
     def _stream(self, kafka_df):
         cfg = self.cfg
-        rows = kafka_df.select("topic", "partition", "offset", "key", "value", "headers").mapInArrow(
+        rows = kafka_df.select(*KAFKA_COLUMNS).mapInArrow(
             _decoder(cfg, cfg.state.cdc_buckets), P.ROW_SCHEMA)
         init: dict = {}
         rec = self._first_batch_capture()
