@@ -271,7 +271,7 @@ def tpch_main(args) -> None:
     base = work / f"base-sf{args.tpch:g}"
     build_tpch_base(base, args.tpch)
     broker = EmbeddedBroker(work / "kafka", port=free_port()).start()
-    master = "local-cluster[2,1,2048]"
+    master = f"local-cluster[2,1,{args.executor_mb}]"
     results = []
     try:
         for backend in args.backends.split(","):
@@ -343,7 +343,7 @@ def tpch_main(args) -> None:
     lines = [f"# statestore vs memory backend at TPC-H SF{args.tpch:g} (bench/statestore.py --tpch {args.tpch:g} "
              f"--sketches {args.sketches} --batches {args.batches} --batch {args.batch})", "",
              "One run each on a shared 2-core machine (load average at the start of run 1 / run 2 in `load`), "
-             "`local-cluster[2,1,2048]`. RSS in MB (peak over both runs); workers = the executors' Python "
+             f"`{master}`. RSS in MB (peak over both runs); workers = the executors' Python "
              "workers. state_rows: Spark's stateOperators numRowsTotal summed over the three operators "
              "(statestore: pages of last images and of groups, and μ counters) or the engine's state entries "
              "(memory), after run 2's next-to-last batch; entries: last images + groups + fragments the "
@@ -410,6 +410,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--fragments", type=int, default=256)
+    ap.add_argument("--executor-mb", type=int, default=2048, help="--tpch: memory of each of the 2 executors")
     args = ap.parse_args()
     if args.tpch is not None:
         tpch_main(args)
