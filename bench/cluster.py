@@ -36,6 +36,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -94,17 +95,79 @@ def job_config(home: Path, variant: str, bootstrap: str, decode: str, conf: dict
     return path
 
 
+# Which process does what, by its command line (first match wins).
+ROLES = (("executor JVMs", b"CoarseGrainedExecutorBackend"), ("driver JVM", b"SparkSubmit"),
+         ("master and workers", b"org.apache.spark.deploy."), ("Python workers", b"pyspark."),
+         ("Kafka broker", b"kafka.Kafka"), ("driver Python", b"streaming_app"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_by_pid() -> dict[int, tuple[str, float]]:
+    """(role, CPU seconds so far) of every process of a known role."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read()
+            stat = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = next((name for name, pat in ROLES if pat in cmd), None)
+        if role:
+            out[int(d)] = (role, (int(stat[11]) + int(stat[12])) / TICK)
+    return out
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, from /proc/stat."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(f) - f[3] - f[4]) / TICK, sum(f) / TICK
+
+
+class CpuMeter:
+    """CPU seconds each role used while a run lasted, sampled every 0.2 s (a process that exits
+    loses at most its last 0.2 s), and the machine's busy share over the run."""
+
+    def __init__(self):
+        self.base = {pid: cpu for pid, (_, cpu) in _cpu_by_pid().items()}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.m0 = _machine_busy()
+        self._stop = threading.Event()
+        self._th = threading.Thread(target=self._loop, daemon=True)
+        self._th.start()
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self.last.update(_cpu_by_pid())
+            time.sleep(0.2)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._th.join()
+        self.last.update(_cpu_by_pid())
+        m1 = _machine_busy()
+        roles: dict[str, float] = collections.defaultdict(float)
+        for pid, (role, cpu) in self.last.items():
+            roles[role] += cpu - self.base.get(pid, 0.0)
+        busy, total = m1[0] - self.m0[0], m1[1] - self.m0[1]
+        return {"roles_s": {k: round(v, 1) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])},
+                "machine_busy_s": round(busy, 1), "machine_busy_share": round(busy / max(total, 1e-9), 3)}
+
+
 def run_variant(variant: str, cfg_path: Path, master: str | None, log: Path) -> dict:
     cmd = [sys.executable, "-m", "streaming_app"]
     cmd += (["submit", "--master", master] if master else ["run"])
     cmd += ["--config", str(cfg_path), "--available-now", "--no-ui"]
+    meter = CpuMeter()
     t0 = time.time()
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.time() - t0
+    cpu = meter.stop()
     log.write_text(f"$ {' '.join(cmd)}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}")
     if r.returncode != 0:
         sys.exit(f"{variant} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return {"launched": t0, "wall_s": wall, "stdout_tail": r.stdout.splitlines()[-1:]}
+    return {"launched": t0, "wall_s": wall, "stdout_tail": r.stdout.splitlines()[-1:], "cpu": cpu}
 
 
 def batches_figures(lake: Path, launched: float) -> dict:
@@ -309,6 +372,15 @@ def render(res: dict) -> str:
            "maintainer's `operators.ms`):", "", "| step | local | cluster |", "|---|---|---|"]
     for step in dict.fromkeys([*lo["steps_s"], *cl["steps_s"]]):
         out.append(f"| {step} | {lo['steps_s'].get(step, 0):.1f} | {cl['steps_s'].get(step, 0):.1f} |")
+    out += ["", "CPU seconds while each run lasted, by process (sampled from /proc every 0.2 s; the machine's "
+            "busy share is over all its cores, other sessions' processes included):", "",
+            "| process | local | cluster |", "|---|---|---|"]
+    for role in dict.fromkeys([*lo["cpu"]["roles_s"], *cl["cpu"]["roles_s"]]):
+        out.append(f"| {role} | {lo['cpu']['roles_s'].get(role, 0):.1f} | {cl['cpu']['roles_s'].get(role, 0):.1f} |")
+    out += [f"| sum | {sum(lo['cpu']['roles_s'].values()):.1f} | {sum(cl['cpu']['roles_s'].values()):.1f} |",
+            f"| machine busy (s, share of {os.cpu_count()} cores) | {lo['cpu']['machine_busy_s']} "
+            f"({lo['cpu']['machine_busy_share']:.0%}) | {cl['cpu']['machine_busy_s']} "
+            f"({cl['cpu']['machine_busy_share']:.0%}) |"]
     out += ["", "Spark per step (event log): jobs, stages' wall time (s), executors' run time (s), tasks:", "",
             "| step | local jobs | local stage s | local run s | cluster jobs | cluster stage s | cluster run s "
             "| cluster tasks |", "|---|---|---|---|---|---|---|---|"]
