@@ -36,6 +36,10 @@ from operators.keyed.cdc import MIN_PAGES, pages_for
 from operators.keyed.pipeline import GROUP_PAGES
 
 FILE = "ivmstream_capture.json"
+# The most a capture task hands back to the JVM in one Arrow batch: Spark takes each batch whole
+# into direct memory, and at SF10 one bucket's group pages came back as one ~500 MB batch, which
+# an executor of 3 GB could not take (OutOfMemoryError: Cannot reserve ... direct buffer memory).
+BATCH_BYTES = 16 << 20
 
 
 def pinned(checkpoint_dir) -> dict | None:
@@ -159,8 +163,8 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
         qs = [q for q in _Queries(specs).all().values() if q.reads(table)]
         for rb in batches:
             if rb.num_rows:
-                yield from slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
-                                      group_pages).to_batches()
+                yield from bounded_batches(slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
+                                                      group_pages))
 
     return fn
 
@@ -195,9 +199,28 @@ def _runs(stage: str, specs: list, group_pages: int):
                 continue
             done = t.slice(0, i) if carry is None else pa.concat_tables([carry, t.slice(0, i)])
             if done.num_rows:
-                yield from merge(done).to_batches()
+                yield from bounded_batches(merge(done))
             carry, carry_key = t.slice(i), last
         if carry is not None and carry.num_rows:
-            yield from merge(carry).to_batches()
+            yield from bounded_batches(merge(carry))
 
     return fn
+
+
+def bounded_batches(table, max_bytes: int = BATCH_BYTES):
+    """``table`` (CAPTURE_SCHEMA) as record batches of about ``max_bytes`` at most, cut by the
+    sizes of its blobs (column ``a``); a single row larger than that is a batch of its own."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if table.nbytes <= max_bytes:
+        yield from table.to_batches()
+        return
+    sizes = pc.fill_null(pc.binary_length(table.column("a")), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ends = np.cumsum(sizes + 64)  # + the row's other columns, roughly
+    start = 0
+    while start < table.num_rows:
+        stop = int(np.searchsorted(ends, (ends[start - 1] if start else 0) + max_bytes, side="right"))
+        stop = max(stop, start + 1)
+        yield from table.slice(start, stop - start).to_batches()
+        start = stop
