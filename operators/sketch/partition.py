@@ -28,6 +28,11 @@ import pyarrow.compute as pc
 from operators.errors import IvmError
 
 
+def equi_depth_positions(n: int, n_fragments: int) -> list[int]:
+    """Where ``equi_depth`` picks its candidate boundaries in ``n`` sorted values."""
+    return [int(p) for p in (np.arange(n_fragments, dtype=np.int64) * n) // n_fragments]
+
+
 class RangePartition:
     """Range partition of ``attribute`` by sorted boundaries (open-ended ends, NULL fragment)."""
 
@@ -66,16 +71,19 @@ class RangePartition:
             raise IvmError(f"equi_depth on {attribute!r}: no non-NULL values")
         if pa.types.is_decimal(arr.type):
             arr = decimal_to_float(arr)
-        srt = pc.sort_indices(arr)
-        arr = arr.take(srt)
+        arr = arr.take(pc.sort_indices(arr))
         n = len(arr)
-        pos = (np.arange(n_fragments, dtype=np.int64) * n) // n_fragments
-        cands = arr.take(pa.array(pos)).to_pylist()
+        cands = arr.take(pa.array(equi_depth_positions(n, n_fragments))).to_pylist()
+        return cls.from_picks(attribute, cands, arr[n - 1].as_py())
+
+    @classmethod
+    def from_picks(cls, attribute: str, cands: list, vmax) -> "RangePartition":
+        """``equi_depth`` from its picks: the sorted values at ``equi_depth_positions`` and the
+        maximum (so that the picks can come from a sort elsewhere, e.g. on Spark's executors)."""
         lo = []
         for v in cands:
             if not lo or v > lo[-1]:
                 lo.append(v)
-        vmax = arr[n - 1].as_py()
         if isinstance(vmax, (int, np.integer)) and not isinstance(vmax, bool):
             top = vmax + 1
         elif vmax > lo[-1]:

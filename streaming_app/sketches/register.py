@@ -9,8 +9,8 @@ from operators.errors import ConfigError
 from operators.sketch_safety.registration import check_query, check_safe
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
-from streaming_app.sketches.registry import (Registration, append_registration, as_parts, compute_boundaries,
-                                             read_registry)
+from streaming_app.sketches.registry import (SPARK_BOUNDARIES_ROWS, Registration, append_registration, as_parts,
+                                             compute_boundaries, read_registry)
 from streaming_app.sketches.snapshots import open_store, store_name, write_snapshot
 from streaming_app.sketches.tables import REGISTERED, SKETCHES, ensure_tables
 
@@ -45,8 +45,10 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
         drop_query(spark, cfg, name)
     for p in parts:
         p.capture_version = sink.latest_version(spark, lake.mirror(p.table))
+        # statestore: the driver holds no table, so a big mirror's column is sorted on the executors
         p.boundaries = list(boundaries) if boundaries is not None else \
-            compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version)
+            compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version,
+                               spark_above=SPARK_BOUNDARIES_ROWS if cfg.state.backend == "statestore" else None)
     reg = Registration(name, sql, parts, mode, sink.utcnow())
     _fault("register.begin", -1)  # the kill campaign times kills into the writes below
     append_registration(spark, lake, reg)

@@ -94,16 +94,80 @@ def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
     return group_registrations([r.asDict() for r in rows])
 
 
-def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int):
-    """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values."""
+# Above this many rows a mirror's boundaries come from a sort on the executors, not from its
+# column read into the driver (SF10's lineitem: 60 M keys, ~2.3 GB of driver memory that way).
+SPARK_BOUNDARIES_ROWS = 4_000_000
+_SPARK_SORTABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "date")
+
+
+def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int,
+                       spark_above: int | None = None):
+    """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values.
+    With ``spark_above``, a mirror of more rows is sorted by Spark on the executors
+    (``spark_equi_depth_picks``) instead of read into the driver."""
     from operators.sketch import RangePartition
 
     from state.recovery import read_table  # delta-rs on a local or s3 lake: no Spark job
 
-    col = read_table(spark, lake.mirror(table), version, [attribute]).column(attribute)
+    path = lake.mirror(table)
+    if spark is not None and spark_above is not None and _rows(path, version) > spark_above:
+        picked = spark_equi_depth_picks(spark, path, version, attribute, fragments)
+        if picked is not False:
+            return None if picked is None else list(RangePartition.from_picks(attribute, *picked).boundaries)
+    col = read_table(spark, path, version, [attribute]).column(attribute)
     if len(col) - col.null_count == 0:
         return None
     return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
+
+
+def _rows(path: str, version: int) -> int:
+    """The table's row count at ``version`` from its log (0 when the log does not say)."""
+    try:
+        actions = store.rs_table(path, version=version).get_add_actions(flatten=True)
+        return int(sum(v or 0 for v in actions.column("num_records").to_pylist()))
+    except Exception:  # noqa: BLE001 - no statistics: the driver's path
+        return 0
+
+
+def spark_equi_depth_picks(spark, path: str, version: int, attribute: str, fragments: int):
+    """``RangePartition.equi_depth``'s picks (the sorted values at its positions, and the maximum)
+    of the mirror's attribute, by Spark jobs on the executors: a sort, kept by a local
+    checkpoint; the rows of each sorted partition; the picked rows. The same values the driver's
+    sort gives. None: no non-NULL value; False: a type this path does not take (the driver's)."""
+    from pyspark.sql import functions as F
+
+    from operators.sketch.partition import equi_depth_positions
+
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    kind = df.schema[attribute].dataType.typeName()
+    if not kind.startswith(_SPARK_SORTABLE):
+        return False
+    v = F.col(f"`{attribute}`")
+    if kind.startswith("decimal"):  # the driver's sort too compares decimals as floats
+        v = v.cast("double")
+    sc = spark.sparkContext
+    sc.setJobDescription(f"ivmstream: fragment boundaries of {attribute}")
+    srt = df.select(v.alias("v")).where(F.col("v").isNotNull()).orderBy("v").localCheckpoint(eager=True)
+    try:
+        counts = dict(sorted((r[0], r[1]) for r in srt.groupBy(F.spark_partition_id()).count().collect()))
+        n = sum(counts.values())
+        if n == 0:
+            return None
+        mids, start = {}, 0  # global position -> monotonically_increasing_id of its row
+        wanted = [*equi_depth_positions(n, fragments), n - 1]
+        for part, c in counts.items():
+            for p in wanted:
+                if start <= p < start + c:
+                    mids[p] = (part << 33) + (p - start)
+            start += c
+        rows = (srt.select("v", F.monotonically_increasing_id().alias("mid"))
+                .where(F.col("mid").isin(sorted(set(mids.values())))).collect())
+        value = {r["mid"]: r["v"] for r in rows}
+        picks = [value[mids[p]] for p in wanted]
+        return picks[:-1], picks[-1]
+    finally:
+        srt.unpersist()
+        sc.setJobDescription(None)
 
 def _reg_rows(reg: Registration) -> pa.Table:
     n = len(reg.parts)
