@@ -197,7 +197,10 @@ def tpch_config(root: Path, bootstrap: str, topic: str, backend: str, n: int, ma
         "job": {"name": f"t{backend[:3]}{n}", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
                 "trigger_interval_s": 0.5},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": args.batch},
-        "spark": {"master": master, "ui": False, "driver_memory": "1g", "shuffle_partitions": 4},
+        "spark": {"master": master, "ui": False, "driver_memory": "1g", "shuffle_partitions": 4,
+                  # local-cluster[E,C,M]'s M is the worker's memory; an executor takes spark.executor.memory
+                  # (1g unless set), which also caps its direct buffers (parquet's compressor at capture)
+                  "conf": {"spark.executor.memory": f"{args.executor_mb}m"}},
         "state": {"backend": backend, "cdc_buckets": 64},
         "sketch": {"snapshot_every": 1000},  # the memory backend's snapshots are not what is compared here
         "tables": [{"name": "lineitem", "topic": topic, "primary_key": ["l_orderkey", "l_linenumber"],
