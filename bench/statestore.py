@@ -110,8 +110,11 @@ def _cmd(pid: int) -> bytes:
 def run(config_path: Path, keep: Path | None = None) -> dict:
     """One job run to the end of the topic: seconds, first-batch seconds, RSS peaks (MB)."""
     t0, t0_utc = time.monotonic(), time.time()
+    # PYTHONPATH: the executors' Python workers import this checkout too (local-cluster ships no
+    # py-files; without it they take whatever the virtualenv's install points at)
     proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(config_path),
                              "--available-now", "--no-ui"], cwd=ROOT, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = {"driver_py": 0.0, "driver_jvm": 0.0, "executors": 0.0, "workers": 0.0}
     done = threading.Event()
