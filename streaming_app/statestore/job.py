@@ -47,6 +47,9 @@ from streaming_app.job import BatchContext, IngestJob, _fault, _ms
 from streaming_app.statestore import generations
 from streaming_app.statestore import processors as P
 
+CAPTURE_READ_ROWS = 256  # parquet rows per reader batch while batch 0 loads a capture
+
+
 def state_operators(queries) -> tuple:
     """The keyed operators in the plan for these ``KeyedQuery``s as the query's progress lists its
     stateOperators: from the sink back (measured: the first has the fragment counters, the last
@@ -264,6 +267,10 @@ class StatestoreJob(IngestJob):
             from streaming_app.statestore.capture import initial_states
 
             init = initial_states(self.spark, rec)
+            # The capture's pages are blobs of up to ~160 KB (SF10's group pages): Spark's parquet
+            # reader takes 4,096 rows a batch, ~640 MB of one executor's heap (it died so at SF10).
+            # This query run reads them 256 at a time (the setting is taken when the query starts).
+            self.spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", str(CAPTURE_READ_ROWS))
         from streaming_app.statestore.capture import pinned
 
         pages = (pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
