@@ -169,6 +169,7 @@ def spark_equi_depth_picks(spark, path: str, version: int, attribute: str, fragm
         srt.unpersist()
         sc.setJobDescription(None)
 
+
 def _reg_rows(reg: Registration) -> pa.Table:
     n = len(reg.parts)
     return pa.table({

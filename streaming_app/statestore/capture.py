@@ -37,8 +37,7 @@ from operators.keyed.pipeline import GROUP_PAGES
 
 FILE = "ivmstream_capture.json"
 # The most a capture task hands back to the JVM in one Arrow batch: Spark takes each batch whole
-# into direct memory, and at SF10 one bucket's group pages came back as one ~500 MB batch, which
-# an executor of 3 GB could not take (OutOfMemoryError: Cannot reserve ... direct buffer memory).
+# off-heap, and at SF10 one query-bucket's group pages are ~160 MB (1,024 pages of ~156 KB).
 BATCH_BYTES = 16 << 20
 
 
