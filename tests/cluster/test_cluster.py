@@ -13,6 +13,8 @@ import random
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import networkx as nx
 import pytest
@@ -93,10 +95,12 @@ def _config(tmp_path, bootstrap: str, name: str, master: str, s3=None) -> tuple[
     return data, cfg
 
 
-def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 900) -> tuple[int, str]:
+def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 900,
+            on_line=None) -> tuple[int, str]:
     """(exit code, output) of `ivmstream submit --available-now` to ``master``; with ``kill_at``
     the driver's Python process SIGKILLs itself there, and the whole driver (spark-submit's JVM
-    included) is SIGKILLed right after, as a lost driver host would be."""
+    included) is SIGKILLed right after, as a lost driver host would be. ``on_line`` sees each
+    line of output as it comes."""
     env = dict(os.environ)
     env.pop("IVMSTREAM_KILL_AT", None)
     if kill_at:
@@ -104,9 +108,18 @@ def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 
     proc = subprocess.Popen([sys.executable, "-m", "streaming_app", "submit", "--config", str(cfg_file),
                              "--master", master, "--available-now", "--no-ui"], env=env, cwd=REPO_ROOT,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    timer.start()
+    lines = []
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+        proc.wait()
+        out = "".join(lines)
     finally:
+        timer.cancel()
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -230,3 +243,112 @@ def test_lake_on_the_s3_server_driver_sigkill_then_restart(cluster, kafka_broker
     assert rc == 0 and "Traceback" not in out, out[-4000:]
     assert "batch     1:" in out, out[-4000:]  # the killed batch ran again, whole
     _check(cfg, hist, live, sent)
+
+
+def _executors(cluster) -> list[int]:
+    """The executor JVMs the cluster's workers run now for the newest application (an ended
+    one's may still be going away)."""
+    from connectors.local_process import descendants
+
+    found = {}
+    for name in ("worker-1", "worker-2"):
+        pid = cluster.pid(name)
+        for p in descendants(pid) if pid else ():
+            try:
+                args = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in args:
+                found[p] = args[args.index(b"--app-id") + 1]
+    newest = max(found.values(), default=None)
+    return [p for p, app in found.items() if app == newest]
+
+
+@pytest.mark.s3
+@pytest.mark.spark
+def test_statestore_backend_on_the_cluster_and_s3_kills_and_a_rebalancing_restart(cluster, kafka_broker, s3_server,
+                                                                                    tmp_path):
+    """The statestore backend as production runs it: keyed state in RocksDB on the cluster's two
+    executors, every table in the S3 server's bucket. Run 1 is SIGKILLed in batch 1 after the
+    mirror's commit on the store (the state store had committed that batch's version); run 2
+    replays it, and one executor JVM is SIGKILLed as batch 2 begins (the master starts another,
+    which opens that executor's state partitions from the checkpoint); run 3, after more changes,
+    gets one executor (``spark.cores.max = 1``), which opens every state partition. Then the
+    mirror equals the history, each batch is written once, per query and fragment the sketch
+    changes alternate +1/-1 (a doubled or lost change breaks that), and the sketches equal a
+    from-scratch capture of the final rows by the memory engine."""
+    from collections import defaultdict
+
+    import pyarrow as pa
+
+    from connectors.delta_sink import arrow_schema
+    from operators.sketch import RangePartition, SketchMaintainer
+    from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_rows, history, send
+
+    data = config_data(tmp_path, kafka_broker.bootstrap, "statestore", name="clss", topic="clss.t",
+                       max_offsets=100, master=cluster.url)
+    data["job"]["lake_root"] = s3_server.lake(f"clss-{tmp_path.name}")
+    data["s3"] = s3_server.s3_section()
+    path = tmp_path / "job.toml"
+    path.write_text(dump_toml(data))
+    cfg = parse_config(data)
+    store.use(cfg.s3)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=1)
+    live: dict = {}
+    first = history(290, keys=40, seed=5, truncate_every=170, live=live)
+    prod = CdcProducer(kafka_broker.bootstrap)
+    send(prod, cfg.table("t"), first)
+
+    rc, out = _submit(path, cluster.url, kill_at="mirror.t:1")
+    assert rc != 0 and "batch     0:" in out, out[-4000:]
+
+    killed = []
+
+    def kill_one_executor(line: str) -> None:
+        if not killed and line.startswith("batch     1:"):
+            until = time.monotonic() + 60
+            while len(victims := _executors(cluster)) < 2 and time.monotonic() < until:
+                time.sleep(0.5)
+            assert len(victims) == 2, f"expected two executor JVMs, found {victims}"
+            os.kill(victims[0], signal.SIGKILL)
+            killed.append(victims[0])
+
+    rc, out = _submit(path, cluster.url, on_line=kill_one_executor)
+    assert rc == 0 and killed and "Traceback" not in out, out[-4000:]
+    assert "batch     1:" in out and "batch     2:" in out, out[-4000:]  # batch 1 again, whole; 2 after the kill
+
+    second = history(150, keys=40, seed=6, live=live)
+    send(prod, cfg.table("t"), second)
+    prod.close()
+    data["spark"]["conf"] = {"spark.cores.max": "1"}  # one executor holds every state partition now
+    path.write_text(dump_toml(data))
+    seen = []
+
+    def count_executors(line: str) -> None:
+        if line.startswith("batch "):
+            seen.append(len(_executors(cluster)))
+
+    rc, out = _submit(path, cluster.url, on_line=count_executors)
+    assert rc == 0 and "Traceback" not in out, out[-4000:]
+    assert max(seen) == 1, seen
+    assert "batch     3:" in out, out[-4000:]
+
+    events = first + second
+    lake = cfg.lake_root
+    mirror = sorted(_rows(lake, "mirrors", "t"), key=lambda r: r["id"])
+    assert mirror == sorted(final_rows(events).values(), key=lambda r: r["id"])
+    ids = sorted(r["batch_id"] for r in _rows(lake, "batches"))
+    assert ids == list(range(len(ids))) and len(ids) >= 5
+    runs = defaultdict(list)
+    for d in sorted(_rows(lake, "sketch_deltas"), key=lambda d: d["batch_id"]):
+        runs[(d["query"], d["fragment"])].append(d["change"])
+    for key, changes in runs.items():
+        assert changes == [1, -1] * (len(changes) // 2) + [1] * (len(changes) % 2), key
+    sketches = {r["query"]: sorted(r["fragments"]) for r in _rows(lake, "sketches")}
+    final = pa.Table.from_pylist(sorted(final_rows(events).values(), key=lambda r: r["id"]),
+                                 schema=arrow_schema(cfg.table("t")))
+    for name, sql in SKETCHES.items():
+        m = SketchMaintainer(sql, {"t": RangePartition("p", BOUNDS)})
+        m.initialize({"t": final})
+        assert sketches[name] == m.sketch["t"], name
+        assert sorted(f for (q, f), ch in runs.items() if q == name and len(ch) % 2) == m.sketch["t"], name
