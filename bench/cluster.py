@@ -17,8 +17,10 @@ executors' run time per step, by the job description each step sets
 (``ivmstream batch <id>: <step>``). The ratio printed is cluster wall / local wall.
 
 Also the start-up timeline (seconds after launch: application up, executors registered, the
-first Spark job and task, batch 0's start and end); each run's output and event log stay in
-the temporary folder printed at the end.
+first Spark job and task, batch 0's start and end), and the CPU seconds of each process while
+a run lasts, with the JVMs' JIT compiler threads on their own (each executor JVM compiles
+again what the local run's single JVM compiled once); each run's output and event log stay
+in the temporary folder printed at the end.
 
 Usage: python bench/cluster.py [--updates 12000] [--workers 2] [--cores 1] [--memory 1500m]
        [--decode driver|executors] [--conf KEY=VALUE ...  (the cluster run only)]
@@ -99,11 +101,13 @@ def job_config(home: Path, variant: str, bootstrap: str, decode: str, conf: dict
 ROLES = (("executor JVMs", b"CoarseGrainedExecutorBackend"), ("driver JVM", b"SparkSubmit"),
          ("master and workers", b"org.apache.spark.deploy."), ("Python workers", b"pyspark."),
          ("Kafka broker", b"kafka.Kafka"), ("driver Python", b"streaming_app"))
+JVM_ROLES = ("executor JVMs", "driver JVM")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_by_pid() -> dict[int, tuple[str, float]]:
-    """(role, CPU seconds so far) of every process of a known role."""
+def _cpu_by_pid() -> dict[int, tuple[str, float, float]]:
+    """(role, CPU seconds so far, of which the JIT compiler threads') of every process of a
+    known role (the JIT share only for JVMs: HotSpot names those threads "C1/C2 CompilerThread")."""
     out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -115,8 +119,25 @@ def _cpu_by_pid() -> dict[int, tuple[str, float]]:
             continue
         role = next((name for name, pat in ROLES if pat in cmd), None)
         if role:
-            out[int(d)] = (role, (int(stat[11]) + int(stat[12])) / TICK)
+            jit = 0
+            if role in JVM_ROLES:
+                for t in _listdir(f"/proc/{d}/task"):
+                    try:
+                        ts = open(f"/proc/{d}/task/{t}/stat").read()
+                    except OSError:
+                        continue
+                    if ts[ts.index("(") + 1:].startswith(("C1 CompilerThre", "C2 CompilerThre")):
+                        f = ts.rsplit(")", 1)[1].split()
+                        jit += int(f[11]) + int(f[12])
+            out[int(d)] = (role, (int(stat[11]) + int(stat[12])) / TICK, jit / TICK)
     return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _machine_busy() -> tuple[float, float]:
@@ -130,8 +151,8 @@ class CpuMeter:
     loses at most its last 0.2 s), and the machine's busy share over the run."""
 
     def __init__(self):
-        self.base = {pid: cpu for pid, (_, cpu) in _cpu_by_pid().items()}
-        self.last: dict[int, tuple[str, float]] = {}
+        self.base = {pid: (cpu, jit) for pid, (_, cpu, jit) in _cpu_by_pid().items()}
+        self.last: dict[int, tuple[str, float, float]] = {}
         self.m0 = _machine_busy()
         self._stop = threading.Event()
         self._th = threading.Thread(target=self._loop, daemon=True)
@@ -148,10 +169,15 @@ class CpuMeter:
         self.last.update(_cpu_by_pid())
         m1 = _machine_busy()
         roles: dict[str, float] = collections.defaultdict(float)
-        for pid, (role, cpu) in self.last.items():
-            roles[role] += cpu - self.base.get(pid, 0.0)
+        jit: dict[str, float] = collections.defaultdict(float)
+        for pid, (role, cpu, jit_cpu) in self.last.items():
+            base_cpu, base_jit = self.base.get(pid, (0.0, 0.0))
+            roles[role] += cpu - base_cpu
+            if role in JVM_ROLES:
+                jit[role] += jit_cpu - base_jit
         busy, total = m1[0] - self.m0[0], m1[1] - self.m0[1]
         return {"roles_s": {k: round(v, 1) for k, v in sorted(roles.items(), key=lambda kv: -kv[1])},
+                "jit_s": {k: round(v, 1) for k, v in jit.items()},
                 "machine_busy_s": round(busy, 1), "machine_busy_share": round(busy / max(total, 1e-9), 3)}
 
 
@@ -377,6 +403,9 @@ def render(res: dict) -> str:
             "| process | local | cluster |", "|---|---|---|"]
     for role in dict.fromkeys([*lo["cpu"]["roles_s"], *cl["cpu"]["roles_s"]]):
         out.append(f"| {role} | {lo['cpu']['roles_s'].get(role, 0):.1f} | {cl['cpu']['roles_s'].get(role, 0):.1f} |")
+        if role in JVM_ROLES:
+            out.append(f"| &nbsp;&nbsp;of which JIT compiler threads | {lo['cpu'].get('jit_s', {}).get(role, 0):.1f} "
+                       f"| {cl['cpu'].get('jit_s', {}).get(role, 0):.1f} |")
     out += [f"| sum | {sum(lo['cpu']['roles_s'].values()):.1f} | {sum(cl['cpu']['roles_s'].values()):.1f} |",
             f"| machine busy (s, share of {os.cpu_count()} cores) | {lo['cpu']['machine_busy_s']} "
             f"({lo['cpu']['machine_busy_share']:.0%}) | {cl['cpu']['machine_busy_s']} "
