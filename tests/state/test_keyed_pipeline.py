@@ -5,7 +5,8 @@ truncates, TOASTed updates) are cut into batches. Each batch goes (1) through
 ``KeyedPipeline`` (last image per key in bucket state, per-group aggregate state, μ per
 fragment) and (2) through the memory backend's path: the mirror as a dict, the exact signed
 difference of the batch, ``SketchMaintainer.apply``. Every batch the mirror plan, the signed
-deltas (as a multiset), the sketch delta and the sketch must agree.
+deltas (as a multiset), the sketch delta and the sketch must agree; after the last batch each
+sketch must also equal DuckDB's lineage of its query over the final rows (``reference_sketch``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from operators.keyed.cdc import DictStore, PagedStore, bucket_of, decode_page, k
 from operators.keyed.pipeline import KeyedPipeline, group_page
 from operators.keyed.sketch import KeyedQuery, mu_step
 from operators.sketch import RangePartition, SketchMaintainer
+from operators.sketch_reference import reference_sketch
 
 SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.int64()), ("v", pa.int64()), ("p", pa.int64())])
 PART = {"t": RangePartition("p", [0, 3, 6, 10])}
@@ -131,6 +133,11 @@ def _compare_batches(events, cuts, pipe, keyed, memory, mirror, buckets):
     held = {key: img for (t, b), s in pipe.images().items() for key, img in s.items()
             if bucket_of(key, buckets) == b}
     assert held == mirror
+    # and the final sketches are DuckDB's lineage of each query over the final rows (the oracle)
+    final = _table(list(mirror.values()))
+    for q in keyed:
+        want = reference_sketch(memory[q.name].sql, {"t": final}, PART)["t"]
+        assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(q.name)) == want, q.name
     for m in pipe.cdc.values():
         for pid, blob in m.items():
             page = decode_page(blob)

@@ -6,7 +6,8 @@ order values, truncates of either table) are cut into batches and fed to ``Keyed
 (join state per (query, join key), group state per (query, group), one top-k state per
 query, μ per fragment) and to ``SketchMaintainer.apply`` with the exact signed difference of
 the mirrors. Every batch the sketch deltas and the sketches of both partitioned tables must
-agree; at the end the join and top-k states must hold nothing for what is gone.
+agree; at the end the join and top-k states must hold nothing for what is gone, and each
+sketch must equal DuckDB's lineage of its query over the final rows (``reference_sketch``).
 Capture at registration (tables that already hold rows, built slice by slice as the Spark
 capture does) must leave the state one batch inserting every row leaves, the memory engine's
 sketch and join / top-k state after ``initialize``, and then agree with it along a history.
@@ -28,6 +29,7 @@ from operators.keyed.cdc import decode_page
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch.delta import sketch_keys
+from operators.sketch_reference import reference_sketch
 from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, _row, _table, _write_mirror, ops
 
 U = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("w", pa.int64())])
@@ -146,6 +148,13 @@ def _compare_join_batches(seq, cuts, pipe, keyed, memory, mirrors) -> None:
         assert left is not None or right is not None
         for d in (left, right):
             assert d is None or (d.weight > 0).all(), (n, key)
+    # the final sketches of both tables are DuckDB's lineage of each query over the final rows
+    final = {tb: pa.Table.from_pylist(list(rows.values()), schema=SCHEMAS[tb]) if rows else SCHEMAS[tb].empty_table()
+             for tb, rows in mirrors.items()}
+    for q in keyed:
+        want = reference_sketch(memory[q.name].sql, final, PARTS)
+        for tb in ("t", "u"):
+            assert sorted(f for t, f in map(q.split_fragment, pipe.sketch(q.name)) if t == tb) == want[tb], (q.name, tb)
 
 
 # -- capture at registration ------------------------------------------------------------------------
