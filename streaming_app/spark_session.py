@@ -106,32 +106,66 @@ def _jvm_local_ip(submitted: bool) -> str | None:
 INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 
 
+# Spark's driver-side runner of transformWithState (the statestore backend) starts a Python
+# worker per stateful operator and query start that prints these lines, each followed by a blank
+# one, to the JVM's stderr (pyspark.sql.streaming.transform_with_state_driver_worker); they carry
+# nothing for a user.
+TWS_WORKER_LINES = (b"Starting Streaming TransformWithStateInPandas Python worker",
+                    b"Streaming TransformWithStateInPandas Python worker ")
+
+
+class _StderrFilter:
+    """Lines of the JVM's stderr minus its incubator warning when that is the first line and
+    minus the transformWithState worker's lines (with the blank line after each); the rest as
+    it comes, line by line."""
+
+    def __init__(self):
+        self.first, self.pending, self.skip_blank = True, b"", False
+
+    def feed(self, chunk: bytes) -> bytes:
+        self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
+        return b"".join(self._keep(line + b"\n") for line in lines)
+
+    def close(self) -> bytes:
+        rest, self.pending = self.pending, b""
+        return self._keep(rest) if rest else b""
+
+    def _keep(self, line: bytes) -> bytes:
+        first, self.first = self.first, False
+        if first and line == INCUBATOR_WARNING:
+            return b""
+        if line.startswith(TWS_WORKER_LINES):
+            self.skip_blank = True
+            return b""
+        if self.skip_blank and line.strip() == b"":
+            self.skip_blank = False
+            return b""
+        self.skip_blank = False
+        return line
+
+
 def _start_jvm_without_incubator_line(start):
     """Run ``start()`` (which launches the driver JVM) with our stderr replaced by a pipe that
-    the JVM inherits, and copy everything from that pipe to the real stderr except the JVM's
-    incubator warning when it is the first line; everything after the first line is copied as it
-    comes, unchanged."""
+    the JVM inherits, and copy everything from that pipe to the real stderr but the lines
+    ``_StderrFilter`` drops."""
     import threading
 
     r, w = os.pipe()
     saved = os.dup(2)
 
     def copy() -> None:
-        head, checking = b"", True
+        f = _StderrFilter()
         while True:
             chunk = os.read(r, 65536)
             if not chunk:
                 break
-            if checking:  # the JVM's first line, once it is known whether it is the warning
-                head += chunk
-                if INCUBATOR_WARNING.startswith(head) and len(head) < len(INCUBATOR_WARNING):
-                    continue
-                checking = False
-                chunk = head[len(INCUBATOR_WARNING):] if head.startswith(INCUBATOR_WARNING) else head
-            if chunk:
-                os.write(saved, chunk)
-        if checking and head:
-            os.write(saved, head)
+            out = f.feed(chunk)
+            if out:
+                os.write(saved, out)
+        out = f.close()
+        if out:
+            os.write(saved, out)
         os.close(r)
 
     sys.stderr.flush()

@@ -1,4 +1,5 @@
-"""The driver JVM's stderr reaches ours unchanged except for its incubator-module warning.
+"""The driver JVM's stderr reaches ours unchanged except for its incubator-module warning and
+the statestore operators' driver-side Python worker lines.
 
 ``spark_session._start_jvm_without_incubator_line`` hands a process started inside it a pipe for
 stderr; here the "JVM" is a small Python child that writes what a JVM would (no Spark).
@@ -39,3 +40,11 @@ def test_our_own_stderr_is_ours_again_after_the_start(capfd):
     print("after", file=sys.stderr, flush=True)
     time.sleep(0.3)
     assert capfd.readouterr().err.endswith("after\n")
+
+
+def test_the_statestore_operators_worker_lines_go_with_their_blank_lines(capfd):
+    chatter = (b"Starting Streaming TransformWithStateInPandas Python worker.\n\n"
+               b"Streaming TransformWithStateInPandas Python worker received parameters for UDF. State server "
+               b"port/path: 41701, key schema: StructType([]).\n\n")
+    err = stderr_of(capfd, run_child(b"one\n" + chatter + b"\ntwo\n" + chatter))
+    assert err == "one\n\ntwo\nlater line\n"  # a blank line of the JVM's own stays
