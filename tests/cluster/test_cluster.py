@@ -283,13 +283,7 @@ def test_statestore_backend_on_the_cluster_and_s3_kills_and_a_rebalancing_restar
     changes alternate +1/-1 (a doubled or lost change breaks that), the sketches equal a
     from-scratch capture of the final rows by the memory engine, and the triangle count and
     reachability view (on the driver beside the keyed state) equal networkx."""
-    from collections import defaultdict
-
-    import pyarrow as pa
-
-    from connectors.delta_sink import arrow_schema
-    from operators.sketch import RangePartition, SketchMaintainer
-    from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_rows, history, send
+    from tests.state.statestore_fixture import check_sketch_outputs, config_data, final_rows, history, send
 
     data = config_data(tmp_path, kafka_broker.bootstrap, "statestore", name="clss", topic="clss.t",
                        max_offsets=100, master=cluster.url)
@@ -351,17 +345,5 @@ def test_statestore_backend_on_the_cluster_and_s3_kills_and_a_rebalancing_restar
     assert mirror == sorted(final_rows(events).values(), key=lambda r: r["id"])
     ids = sorted(r["batch_id"] for r in _rows(lake, "batches"))
     assert ids == list(range(len(ids))) and len(ids) >= 5
-    runs = defaultdict(list)
-    for d in sorted(_rows(lake, "sketch_deltas"), key=lambda d: d["batch_id"]):
-        runs[(d["query"], d["fragment"])].append(d["change"])
-    for key, changes in runs.items():
-        assert changes == [1, -1] * (len(changes) // 2) + [1] * (len(changes) % 2), key
-    sketches = {r["query"]: sorted(r["fragments"]) for r in _rows(lake, "sketches")}
-    final = pa.Table.from_pylist(sorted(final_rows(events).values(), key=lambda r: r["id"]),
-                                 schema=arrow_schema(cfg.table("t")))
-    for name, sql in SKETCHES.items():
-        m = SketchMaintainer(sql, {"t": RangePartition("p", BOUNDS)})
-        m.initialize({"t": final})
-        assert sketches[name] == m.sketch["t"], name
-        assert sorted(f for (q, f), ch in runs.items() if q == name and len(ch) % 2) == m.sketch["t"], name
+    check_sketch_outputs(_rows(lake, "sketch_deltas"), _rows(lake, "sketches"), events, cfg.table("t"))
     _check_graph(lake, edges)  # the driver's graph maintainers beside the statestore backend, against networkx

@@ -89,3 +89,28 @@ def table_rows(spark, path, drop=()) -> list[tuple]:
     cols = t.column_names
     rows = [tuple(str(r[c]) for c in cols) for r in t.to_pylist()]
     return sorted(rows)
+
+
+def check_sketch_outputs(delta_rows, sketch_rows, events, table) -> None:
+    """After a run that was killed and restarted: per query and fragment the ``sketch_deltas``
+    alternate +1/-1 starting with +1 (a doubled or lost change breaks that), and the final
+    ``sketches`` and the fragments left at +1 equal a from-scratch capture of the history's
+    final rows by the memory engine."""
+    from collections import defaultdict
+
+    from connectors.delta_sink import arrow_schema
+    from operators.sketch import RangePartition, SketchMaintainer
+
+    runs = defaultdict(list)
+    for d in sorted(delta_rows, key=lambda d: d["batch_id"]):
+        runs[(d["query"], d["fragment"])].append(d["change"])
+    for key, changes in runs.items():
+        assert changes == [1, -1] * (len(changes) // 2) + [1] * (len(changes) % 2), key
+    sketches = {r["query"]: sorted(r["fragments"]) for r in sketch_rows}
+    final = pa.Table.from_pylist(sorted(final_rows(events).values(), key=lambda r: r["id"]),
+                                 schema=arrow_schema(table))
+    for name, sql in SKETCHES.items():
+        m = SketchMaintainer(sql, {"t": RangePartition("p", BOUNDS)})
+        m.initialize({"t": final})
+        assert sketches[name] == m.sketch["t"], name
+        assert sorted(f for (q, f), ch in runs.items() if q == name and len(ch) % 2) == m.sketch["t"], name

@@ -18,16 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
 
 import pytest
 
 from connectors.kafka_broker import create_topics
 from connectors.local_process import descendants
 from connectors.producer import CdcProducer
-from operators.sketch import RangePartition, SketchMaintainer
 from streaming_app.config import dump_toml, parse_config
-from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_rows, history, send
+from tests.state.statestore_fixture import check_sketch_outputs, config_data, final_rows, history, send
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -107,22 +105,5 @@ def test_driver_and_executor_kills_on_two_executors(spark, kafka_broker, tmp_pat
     assert sorted(mirror, key=lambda r: r["id"]) == sorted(final_rows(events).values(), key=lambda r: r["id"])
     ids = [r["batch_id"] for r in spark.read.format("delta").load(str(lake / "batches")).collect()]
     assert sorted(ids) == list(range(len(ids))) and len(ids) >= 3
-    deltas = spark.read.format("delta").load(str(lake / "sketch_deltas")).collect()
-    runs = defaultdict(list)
-    for d in sorted(deltas, key=lambda d: d["batch_id"]):
-        runs[(d["query"], d["fragment"])].append(d["change"])
-    for key, changes in runs.items():  # a doubled or lost change breaks the alternation
-        assert changes == [1, -1] * (len(changes) // 2) + [1] * (len(changes) % 2), key
-    sketches = {r["query"]: sorted(r["fragments"]) for r in
-                spark.read.format("delta").load(str(lake / "sketches")).collect()}
-    import pyarrow as pa
-
-    from connectors.delta_sink import arrow_schema
-
-    final = pa.Table.from_pylist(sorted(final_rows(events).values(), key=lambda r: r["id"]),
-                                 schema=arrow_schema(cfg.table("t")))
-    for name, sql in SKETCHES.items():
-        m = SketchMaintainer(sql, {"t": RangePartition("p", BOUNDS)})
-        m.initialize({"t": final})
-        assert sketches[name] == m.sketch["t"], name
-        assert sorted(f for (q, f), ch in runs.items() if q == name and len(ch) % 2) == m.sketch["t"], name
+    check_sketch_outputs(spark.read.format("delta").load(str(lake / "sketch_deltas")).collect(),
+                         spark.read.format("delta").load(str(lake / "sketches")).collect(), events, cfg.table("t"))
