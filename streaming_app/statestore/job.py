@@ -48,6 +48,7 @@ from streaming_app.statestore import generations
 from streaming_app.statestore import processors as P
 
 CAPTURE_READ_ROWS = 256  # parquet rows per reader batch while batch 0 loads a capture
+READER_ROWS = "spark.sql.parquet.columnarReaderBatchSize"
 
 
 def state_operators(queries) -> tuple:
@@ -269,8 +270,10 @@ class StatestoreJob(IngestJob):
             init = initial_states(self.spark, rec)
             # The capture's pages are blobs of up to ~160 KB (SF10's group pages): Spark's parquet
             # reader takes 4,096 rows a batch, ~640 MB of one executor's heap (it died so at SF10).
-            # This query run reads them 256 at a time (the setting is taken when the query starts).
-            self.spark.conf.set("spark.sql.parquet.columnarReaderBatchSize", str(CAPTURE_READ_ROWS))
+            # This query run reads them 256 at a time: the query clones the session's settings
+            # when it starts, and start() gives the driver's session its own value back.
+            self._reader_rows = self.spark.conf.get(READER_ROWS, None)
+            self.spark.conf.set(READER_ROWS, str(CAPTURE_READ_ROWS))
         from streaming_app.statestore.capture import pinned
 
         pages = (pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
@@ -409,7 +412,15 @@ class StatestoreJob(IngestJob):
                 for name, op in zip(state_operators(self._keyed().values()), ops)}
 
     def start(self, available_now: bool = False):
-        self.query = super().start(available_now)
+        self._reader_rows = False  # False: _stream did not change the setting
+        try:
+            self.query = super().start(available_now)
+        finally:
+            if self._reader_rows is not False:
+                if self._reader_rows is None:
+                    self.spark.conf.unset(READER_ROWS)
+                else:
+                    self.spark.conf.set(READER_ROWS, self._reader_rows)
         return self.query
 
     def _keyed(self) -> dict:

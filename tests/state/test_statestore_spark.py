@@ -94,6 +94,9 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
     first = history(160, keys=60, seed=12, truncate_every=0, live=live)
     second = history(120, keys=60, seed=13, truncate_every=70, live=live)
     lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
+    from streaming_app.statestore.job import READER_ROWS
+
+    reader_rows = spark.conf.get(READER_ROWS)  # the capture's load reads fewer rows a batch, in its query only
     prod = CdcProducer(kafka_broker.bootstrap)
     for events, upto in ((first, first), (second, first + second)):
         send(prod, cfgs["memory"].table("t"), events)
@@ -105,6 +108,7 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
             a = table_rows(spark, lake["memory"] / table, drop)
             b = table_rows(spark, lake["statestore"] / table, drop)
             assert a == b, f"{table}: memory and statestore differ"
+        assert spark.conf.get(READER_ROWS) == reader_rows
     prod.close()
     deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
     assert {d[4] for d in deltas} == {"1", "-1"}
