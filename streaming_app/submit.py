@@ -25,7 +25,7 @@ from operators.errors import ConfigError
 from streaming_app.cluster import ClusterError, spark_home
 from streaming_app.config import REPO_ROOT, JobConfig
 from streaming_app.jars import archive_options, s3a_classpath, spark_jars
-from streaming_app.spark_session import JVM_OPTIONS, QUIET_LOG4J
+from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET_LOG4J
 
 PACKAGES = ("streaming_app", "operators", "state", "connectors")
 PY_FILES = REPO_ROOT / "dist" / "ivmstream.zip"
@@ -90,7 +90,7 @@ def submit_command(cfg: JobConfig, config_path: str | Path, master: str, run_arg
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.driver.extraJavaOptions": driver_opts,
-        "spark.executor.extraJavaOptions": f"{JVM_OPTIONS} {cds}".strip(),
+        "spark.executor.extraJavaOptions": f"{EXECUTOR_JVM_OPTIONS} {cds}".strip(),
         "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
         **dict(cfg.spark.extra_conf),
