@@ -34,7 +34,8 @@ JVM_OPTIONS = "-Xss16m -Duser.timezone=UTC -XX:-DontCompileHugeMethods"
 # each executor sees only its share of the records, and at its start the compiler spent more
 # CPU on code that runs a few thousand times (class loading, RPC set-up, the first Kafka fetches)
 # than that code took. Measured on the 2-worker cluster (bench/results/cluster_jvm_options.md):
-# executors' CPU 17.9 -> 13.8 s, batch 0's collect 5.1 -> 4.2 s, the warm batches unchanged.
+# executors' CPU 17.9 -> 14.4 s (medians of 8 and 6 runs), batch 0's collect ~1 s shorter, the warm
+# batches unchanged.
 EXECUTOR_JVM_OPTIONS = f"{JVM_OPTIONS} -XX:CompileThresholdScaling=4"
 
 
