@@ -13,10 +13,12 @@ rest; the system Python has not). The command is plain spark-submit from the pys
 from __future__ import annotations
 
 import os
+import py_compile
 import re
 import shlex
 import socket
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -40,15 +42,27 @@ def _sources() -> list[Path]:
 
 def build_py_files(out: Path = PY_FILES) -> bool:
     """Zip the project's packages for ``--py-files`` unless the zip is newer than every source
-    file; True if it was (re)built."""
+    file; True if it was (re)built.
+
+    Each module goes in with its bytecode beside it (``mod.pyc``, checked against the source's
+    hash): Python never writes bytecode for a zip, so without it the driver and every Python
+    worker on the executors compiled each module they imported at every start (the job's
+    modules: ~0.45-0.58 s from the zip against ~0.28 s with bytecode, measured here). A Python
+    of another version ignores the .pyc and compiles the source, as before."""
     files = _sources()
     if out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in files):
         return False
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".zip.tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    with tempfile.TemporaryDirectory(prefix="ivmstream-pyc-") as work, \
+            zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for p in files:
-            z.write(p, p.relative_to(REPO_ROOT).as_posix())
+            name = p.relative_to(REPO_ROOT).as_posix()
+            z.write(p, name)
+            if p.suffix == ".py":
+                pyc = py_compile.compile(str(p), cfile=str(Path(work) / "m.pyc"), dfile=name, doraise=True,
+                                         invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+                z.write(pyc, name + "c")
     tmp.replace(out)
     return True
 

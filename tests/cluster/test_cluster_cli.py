@@ -1,11 +1,13 @@
 """`ivmstream cluster` and `ivmstream submit` without a cluster (fast tier): bad flags and an
 unreachable or malformed master end in one line before anything starts, a pid file that names
 someone else's process is removed and that process left alone, and the --py-files zip holds
-the project's packages."""
+the project's packages with their bytecode."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -75,7 +77,36 @@ def test_py_files_zip_holds_the_packages_and_is_rebuilt_only_when_stale(tmp_path
     for must in ("streaming_app/cli.py", "streaming_app/log4j2-quiet.properties", "connectors/debezium.py",
                  "operators/errors.py", "state/protocol.py"):
         assert must in names
-    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert not any("__pycache__" in n for n in names)
+    sources = [n for n in names if n.endswith(".py")]
+    assert sources and all(n + "c" in names for n in sources)  # each module's bytecode beside it
     assert build_py_files(out) is False  # newer than every source
     os.utime(out, (1, 1))
     assert build_py_files(out) is True
+
+
+# Imports two of the project's modules from the zip alone, printing the files Python compiled.
+_IMPORT_FROM_ZIP = """
+import builtins, sys
+sys.path.insert(0, sys.argv[1])
+compiled, real = [], builtins.compile
+builtins.compile = lambda source, filename, *a, **k: (compiled.append(str(filename)), real(source, filename, *a, **k))[1]
+import operators.errors, streaming_app.flags
+assert operators.errors.__file__.startswith(sys.argv[1]) and streaming_app.flags.__file__.startswith(sys.argv[1])
+print(sorted({f.split(".zip")[-1] for f in compiled if ".zip" in f}))
+"""
+
+
+def test_py_files_modules_load_from_their_bytecode_and_from_source_for_another_python(tmp_path):
+    out = tmp_path / "ivmstream.zip"
+    build_py_files(out)
+    run = lambda zip_path: subprocess.run([sys.executable, "-c", _IMPORT_FROM_ZIP, str(zip_path)],  # noqa: E731
+                                          capture_output=True, text=True, check=True).stdout.strip()
+    assert run(out) == "[]"  # nothing compiled: the .pyc were used
+    # A .pyc from another Python version (other magic number) is skipped for the source.
+    other = tmp_path / "other.zip"
+    with zipfile.ZipFile(out) as src, zipfile.ZipFile(other, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename == "operators/errors.pyc" else data)
+    assert run(other) == "['/operators/errors.py']"
