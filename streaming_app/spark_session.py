@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from streaming_app.config import S3Config, SparkConfig
 from streaming_app.jars import archive_options, s3a_classpath, spark_jars
+from streaming_app.stderr_filter import INCUBATOR_WARNING, StderrFilter  # noqa: F401 - INCUBATOR_WARNING for callers
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -107,62 +108,17 @@ def _jvm_local_ip(submitted: bool) -> str | None:
     return SparkContext._jvm.java.lang.System.getenv("SPARK_LOCAL_IP")
 
 
-# Spark's launcher adds --add-modules=jdk.incubator.vector to every driver JVM it starts
-# (org.apache.spark.launcher.JavaModuleOptions: MLlib's vectorised BLAS), and the JVM then prints
-# this line on stderr whatever else it is given; nothing the job runs uses the module.
-INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
-
-
-# Spark's driver-side runner of transformWithState (the statestore backend) starts a Python
-# worker per stateful operator and query start that prints these lines, each followed by a blank
-# one, to the JVM's stderr (pyspark.sql.streaming.transform_with_state_driver_worker); they carry
-# nothing for a user.
-TWS_WORKER_LINES = (b"Starting Streaming TransformWithStateInPandas Python worker",
-                    b"Streaming TransformWithStateInPandas Python worker ")
-
-
-class _StderrFilter:
-    """Lines of the JVM's stderr minus its incubator warning when that is the first line and
-    minus the transformWithState worker's lines (with the blank line after each); the rest as
-    it comes, line by line."""
-
-    def __init__(self):
-        self.first, self.pending, self.skip_blank = True, b"", False
-
-    def feed(self, chunk: bytes) -> bytes:
-        self.pending += chunk
-        *lines, self.pending = self.pending.split(b"\n")
-        return b"".join(self._keep(line + b"\n") for line in lines)
-
-    def close(self) -> bytes:
-        rest, self.pending = self.pending, b""
-        return self._keep(rest) if rest else b""
-
-    def _keep(self, line: bytes) -> bytes:
-        first, self.first = self.first, False
-        if first and line == INCUBATOR_WARNING:
-            return b""
-        if line.startswith(TWS_WORKER_LINES):
-            self.skip_blank = True
-            return b""
-        if self.skip_blank and line.strip() == b"":
-            self.skip_blank = False
-            return b""
-        self.skip_blank = False
-        return line
-
-
 def _start_jvm_without_incubator_line(start):
     """Run ``start()`` (which launches the driver JVM) with our stderr replaced by a pipe that
     the JVM inherits, and copy everything from that pipe to the real stderr but the lines
-    ``_StderrFilter`` drops."""
+    ``StderrFilter`` drops."""
     import threading
 
     r, w = os.pipe()
     saved = os.dup(2)
 
     def copy() -> None:
-        f = _StderrFilter()
+        f = StderrFilter()
         while True:
             chunk = os.read(r, 65536)
             if not chunk:

@@ -16,6 +16,7 @@ import os
 import py_compile
 import re
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET
 PACKAGES = ("streaming_app", "operators", "state", "connectors")
 PY_FILES = REPO_ROOT / "dist" / "ivmstream.zip"
 MAIN = REPO_ROOT / "streaming_app" / "__main__.py"
+STDERR_FILTER = REPO_ROOT / "streaming_app" / "stderr_filter.py"
 _SPARK_MASTER = re.compile(r"spark://[A-Za-z0-9_.\[\]:-]+:[0-9]{1,5}(,[A-Za-z0-9_.\[\]:-]+:[0-9]{1,5})*")
 
 
@@ -131,7 +133,15 @@ def shell_line(argv: list[str], env: dict[str, str]) -> str:
 
 
 def exec_submit(argv: list[str], env: dict[str, str]) -> None:
-    """Become spark-submit (signals such as Ctrl-C then reach it and the driver directly)."""
+    """Become spark-submit (this process's pid, so signals such as Ctrl-C reach it and the
+    driver directly), its stderr piped through streaming_app/stderr_filter.py: the lines a local
+    session drops (the JVM's incubator warning) are dropped here too."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(argv[0], argv, {**os.environ, **env})
+    env = {**os.environ, **env}
+    bash = shutil.which("bash")
+    if bash is None:  # spark-submit is a bash script: not reached where it runs
+        os.execve(argv[0], argv, env)
+    script = 'exec "$@" 2> >(exec "$IVMSTREAM_FILTER_PYTHON" "$IVMSTREAM_FILTER" >&2)'
+    env.update(IVMSTREAM_FILTER_PYTHON=sys.executable, IVMSTREAM_FILTER=str(STDERR_FILTER))
+    os.execve(bash, [bash, "-c", script, "spark-submit", *argv], env)

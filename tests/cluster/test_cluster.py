@@ -126,6 +126,7 @@ def _submit(cfg_file, master: str, kill_at: str | None = None, timeout: float = 
             pass
     if kill_at:
         assert f"fault injection: SIGKILL at {kill_at}" in out, out[-3000:]
+    assert "Using incubator modules" not in out  # dropped from the console as a local session drops it
     return proc.returncode, out
 
 

@@ -110,3 +110,17 @@ def test_py_files_modules_load_from_their_bytecode_and_from_source_for_another_p
             data = src.read(info)
             dst.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename == "operators/errors.pyc" else data)
     assert run(other) == "['/operators/errors.py']"
+
+
+def test_submit_becomes_spark_submit_with_the_jvm_incubator_line_dropped_from_its_stderr():
+    """exec_submit keeps the pid (signals reach spark-submit) and its exit code, and the JVM's
+    incubator warning leaves its stderr as it leaves a local session's; other lines pass."""
+    child = ("import os, sys; print(os.getpid(), flush=True); "
+             "sys.stderr.write('WARNING: Using incubator modules: jdk.incubator.vector\\nException: kept\\n'); "
+             "sys.exit(3)")
+    parent = ("import os, sys; from streaming_app.submit import exec_submit; print(os.getpid(), flush=True); "
+              f"exec_submit([sys.executable, '-c', {child!r}], {{}})")
+    r = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60)
+    pids = r.stdout.split()
+    assert r.returncode == 3 and len(pids) == 2 and pids[0] == pids[1], (r.returncode, r.stdout, r.stderr)
+    assert r.stderr == "Exception: kept\n"
