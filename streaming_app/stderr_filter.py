@@ -1,9 +1,9 @@
 """The driver JVM's stderr without the lines that carry nothing for a user.
 
 A local session copies the JVM's stderr through ``StderrFilter`` (spark_session); `ivmstream
-submit` becomes spark-submit with its stderr piped through ``python -m
-streaming_app.stderr_filter``, which copies its stdin to its stderr the same way. Nothing here
-imports Spark: the filter starts in milliseconds.
+submit` becomes spark-submit with its stderr piped through this file run as a script, which
+copies its stdin to its stderr the same way. It imports nothing of the project or of Spark, so
+it needs no package path and starts in milliseconds.
 """
 
 from __future__ import annotations
