@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from streaming_app.config import S3Config, SparkConfig
 from streaming_app.jars import archive_options, s3a_classpath, spark_jars
-from streaming_app.stderr_filter import INCUBATOR_WARNING, StderrFilter  # noqa: F401 - INCUBATOR_WARNING for callers
+from streaming_app import stderr_filter
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -111,24 +111,14 @@ def _jvm_local_ip(submitted: bool) -> str | None:
 def _start_jvm_without_incubator_line(start):
     """Run ``start()`` (which launches the driver JVM) with our stderr replaced by a pipe that
     the JVM inherits, and copy everything from that pipe to the real stderr but the lines
-    ``StderrFilter`` drops."""
+    ``stderr_filter.StderrFilter`` drops."""
     import threading
 
     r, w = os.pipe()
     saved = os.dup(2)
 
     def copy() -> None:
-        f = StderrFilter()
-        while True:
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            out = f.feed(chunk)
-            if out:
-                os.write(saved, out)
-        out = f.close()
-        if out:
-            os.write(saved, out)
+        stderr_filter.copy(r, saved)
         os.close(r)
 
     sys.stderr.flush()

@@ -1,6 +1,6 @@
 """The driver JVM's stderr without the lines that carry nothing for a user.
 
-A local session copies the JVM's stderr through ``StderrFilter`` (spark_session); `ivmstream
+A local session copies the JVM's stderr through ``copy`` (spark_session); `ivmstream
 submit` becomes spark-submit with its stderr piped through this file run as a script, which
 copies its stdin to its stderr the same way. It imports nothing of the project or of Spark, so
 it needs no package path and starts in milliseconds.
@@ -56,22 +56,27 @@ class StderrFilter:
         return line
 
 
+def copy(src: int, dst: int) -> None:
+    """Copy file descriptor ``src`` to ``dst`` through ``StderrFilter`` until ``src`` closes."""
+    f = StderrFilter()
+    while True:
+        chunk = os.read(src, 65536)
+        if not chunk:
+            break
+        out = f.feed(chunk)
+        if out:
+            os.write(dst, out)
+    out = f.close()
+    if out:
+        os.write(dst, out)
+
+
 def main() -> int:
     """Copy stdin to stderr through ``StderrFilter`` until stdin closes."""
     # Ctrl-C or a TERM to the whole process group: the JVM's last lines still come, then EOF.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    f = StderrFilter()
-    while True:
-        chunk = os.read(0, 65536)
-        if not chunk:
-            break
-        out = f.feed(chunk)
-        if out:
-            os.write(2, out)
-    out = f.close()
-    if out:
-        os.write(2, out)
+    copy(0, 2)
     return 0
 
 

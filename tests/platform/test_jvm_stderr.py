@@ -11,7 +11,8 @@ import subprocess
 import sys
 import time
 
-from streaming_app.spark_session import INCUBATOR_WARNING, _start_jvm_without_incubator_line
+from streaming_app.spark_session import _start_jvm_without_incubator_line
+from streaming_app.stderr_filter import INCUBATOR_WARNING
 
 
 def run_child(text: bytes) -> subprocess.Popen:
