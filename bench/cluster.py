@@ -22,8 +22,9 @@ a run lasts, with the JVMs' JIT compiler threads on their own (each executor JVM
 again what the local run's single JVM compiled once); each run's output and event log stay
 in the temporary folder printed at the end.
 
-Usage: python bench/cluster.py [--updates 12000] [--workers 2] [--cores 1] [--memory 1500m]
-       [--decode driver|executors] [--conf KEY=VALUE ...  (the cluster run only)]
+Usage: python bench/cluster.py [--updates 12000] [--snapshot-rows N] [--workers 2] [--cores 1]
+       [--memory 1500m] [--decode driver|executors] [--conf KEY=VALUE ...  (the cluster run only)]
+``--updates 0 --snapshot-rows 10`` drains 57 records: what the cluster costs whatever the workload.
 Writes bench/results/cluster.md and cluster.json.
 """
 
@@ -55,8 +56,9 @@ from streaming_app.demo_run import DEMO_DIR, DEMO_PARTITIONS, TPCH_TABLES, EdgeC
 OUT = REPO / "bench" / "results"
 
 
-def produce(cfg, bootstrap: str, updates: int) -> int:
-    """The demo's records: snapshot, then ``updates`` random changes (as demo_run streams them)."""
+def produce(cfg, bootstrap: str, updates: int, snapshot_rows: int = 0) -> int:
+    """The demo's records: snapshot (its first ``snapshot_rows`` rows per table if not 0), then
+    ``updates`` random changes (as demo_run streams them)."""
     create_topics(bootstrap, cfg.topics, partitions=DEMO_PARTITIONS)
     prod = CdcProducer(bootstrap)
     data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
@@ -65,6 +67,8 @@ def produce(cfg, bootstrap: str, updates: int) -> int:
         data[t] = conform(cfg.table(t), read_rows(tpch / f"{t}.parquet"))
     edges = EdgeChanges(seed=7)
     data["edges"] = list(edges.live.values())
+    if snapshot_rows:
+        data = {name: rows[:snapshot_rows] for name, rows in data.items()}
     for name, rows in data.items():
         for row in rows:
             prod.send(cfg.table(name), "r", None, row)
@@ -294,6 +298,9 @@ def _step(desc: str | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--updates", type=int, default=12_000)
+    ap.add_argument("--snapshot-rows", type=int, default=0,
+                    help="send only the first N snapshot rows of each table (0: all); with --updates 0, a "
+                         "workload of a few records shows the cluster's fixed cost")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cores", type=int, default=1)
     ap.add_argument("--memory", default="1500m")
@@ -317,7 +324,7 @@ def main() -> int:
                  for v in ("local", "cluster")}
         t = time.time()
         res["records_sent"] = produce(parse_config(tomllib.loads(paths["local"].read_text())), broker.bootstrap,
-                                      args.updates)
+                                      args.updates, args.snapshot_rows)
         print(f"produced {res['records_sent']} records in {time.time() - t:.0f}s", flush=True)
         for variant in ("local", "cluster"):
             master = None
