@@ -10,7 +10,7 @@ session's start to the last executor's registration, the executors' CPU seconds 
 after it (start-up) and during the first job (cold code), the JIT compiler threads' part of
 each, and both jobs' wall time (the second is warm).
 
-Variants: ``submit`` (the executors' JVM options and jars `ivmstream submit` passes),
+Variants: ``submit`` (the flags `ivmstream submit` passes for the demo's job),
 ``no-jars`` (without ``--jars`` and ``--py-files``: what fetching them costs), ``c1`` (HotSpot's
 C1 compiler only, ``-XX:TieredStopAtLevel=1``: the cheapest JIT a JVM can start with).
 
@@ -66,22 +66,24 @@ def app(executors: int) -> None:
 
 
 def submit(cluster, variant: str, workers: int) -> dict:
-    from streaming_app.cluster import spark_home
-    from streaming_app.jars import archive_options, spark_jars
-    from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET_LOG4J
-    from streaming_app.submit import PY_FILES, build_py_files
+    """Submit ``app`` with the flags `ivmstream submit` gives the demo's job (submit_command),
+    changed as ``variant`` says."""
+    from streaming_app.config import load_config
+    from streaming_app.demo_run import DEMO_DIR
+    from streaming_app.submit import MAIN, build_py_files, submit_command
 
-    executor_opts = f"{EXECUTOR_JVM_OPTIONS} {archive_options()}" + (" -XX:TieredStopAtLevel=1" if variant == "c1" else "")
-    argv = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url, "--conf", "spark.ui.enabled=false",
-            "--conf", f"spark.driver.extraJavaOptions={JVM_OPTIONS} -Dlog4j2.configurationFile=file:{QUIET_LOG4J} "
-                      f"{archive_options()}",
-            "--conf", f"spark.executor.extraJavaOptions={executor_opts}"]
-    if variant != "no-jars":
-        build_py_files()
-        argv += ["--jars", ",".join(str(p) for p in spark_jars()), "--py-files", str(PY_FILES)]
-    argv += [__file__, "--app", str(workers)]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    build_py_files()
+    cmd, env = submit_command(load_config(DEMO_DIR / "demo.toml"), DEMO_DIR / "demo.toml", cluster.url, [])
+    argv = cmd[:cmd.index(str(MAIN))]  # spark-submit and its flags, without the job's script and arguments
+    if variant == "no-jars":
+        for flag in ("--jars", "--py-files"):
+            at = argv.index(flag)
+            del argv[at:at + 2]
+    if variant == "c1":
+        argv = [a + " -XX:TieredStopAtLevel=1" if a.startswith("spark.executor.extraJavaOptions=") else a
+                for a in argv]
+    argv += ["--conf", "spark.ui.enabled=false", __file__, "--app", str(workers)]
+    env = {**os.environ, **env}
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith(MARK)), None)
     if line is None:
