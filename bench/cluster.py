@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO))
 from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
 from streaming_app.cluster import StandaloneCluster  # noqa: E402
-from streaming_app.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml, parse_config  # noqa: E402
 from streaming_app.demo_run import DEMO_DIR, DEMO_PARTITIONS, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402
 
 OUT = REPO / "bench" / "results"

@@ -68,7 +68,7 @@ def app(executors: int) -> None:
 def submit(cluster, variant: str, workers: int) -> dict:
     """Submit ``app`` with the flags `ivmstream submit` gives the demo's job (submit_command),
     changed as ``variant`` says."""
-    from streaming_app.config import load_config
+    from streaming_app.settings import load_config
     from streaming_app.demo_run import DEMO_DIR
     from streaming_app.submit import MAIN, build_py_files, submit_command
 

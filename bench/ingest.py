@@ -47,7 +47,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from streaming_app.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml, parse_config  # noqa: E402
 
 VARIANTS = ("ours", "canonical")
 # ours with the records decoded in the Spark tasks ([job] decode = "executors"; --with-executor-decode)
@@ -119,7 +119,7 @@ def run_canonical(cfg, available_now: bool) -> None:
 
 
 def child(args) -> int:
-    from streaming_app.config import load_config
+    from streaming_app.settings import load_config
 
     cfg = load_config(args.config)
     (run_ours if args.variant.startswith("ours") else run_canonical)(cfg, args.available_now)
@@ -311,7 +311,7 @@ def main() -> int:
 
         from connectors import object_store
         from connectors.s3_server import S3Server
-        from streaming_app.config import S3Config
+        from core.config import S3Config
 
         s3 = S3Server(root / "s3", port=free_port(), access_key="bench", secret_key=secrets.token_hex(16))
         print(f"starting the S3 server (S3Proxy) on {s3.endpoint}", flush=True)

@@ -45,7 +45,7 @@ def child(args) -> int:
     import pyarrow as pa
 
     from operators.sketch import RangePartition
-    from streaming_app.config import parse_config
+    from streaming_app.settings import parse_config
     from streaming_app.sketches.query import scan_metrics
     from streaming_app.spark_session import JVM_OPTIONS, SessionOptions, build_session
 

@@ -41,7 +41,7 @@ import deltalake  # noqa: E402
 
 from connectors import delta_sink as sink  # noqa: E402
 from operators.triangles.workloads import power_law_edges  # noqa: E402
-from streaming_app.config import StateSettings, TrianglesConfig  # noqa: E402
+from core.config import StateSettings, TrianglesConfig  # noqa: E402
 from streaming_app.triangles.maintainer import TriangleMaintainer  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

@@ -33,7 +33,7 @@ def main() -> int:
     from connectors import object_store as store
     from connectors.local_process import free_port
     from connectors.s3_server import S3Server
-    from streaming_app.config import S3Config
+    from core.config import S3Config
 
     srv = S3Server(Path(tempfile.mkdtemp(prefix="ivm-s3-writers-")), port=free_port())
     srv.start()

@@ -42,7 +42,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from connectors import delta_sink as sink  # noqa: E402
-from streaming_app.config import parse_config  # noqa: E402
+from core.config import parse_config  # noqa: E402
 
 COLS = {
     "customer": {"c_custkey": "long", "c_name": "string", "c_nationkey": "long", "c_acctbal": "decimal(15,2)",
@@ -249,7 +249,7 @@ def _registered(spark, cfg, nfiles: int, nfrag: int, qtables: dict, mismatches: 
     """Each query registered as a user would (`ivmstream sketch register --partition T.A:F,...`:
     every table the safety check proves, from the config's declared not_null / ranges; a refused
     table is read whole) and run with `ivmstream query --use-sketch` (sketches.query.run_query)."""
-    from operators.errors import UnsafeSketchError
+    from core.errors import UnsafeSketchError
     from operators.sketch_safety.registration import check_safe
     from streaming_app.sketches.register import drop_query, register_query
     from streaming_app.sketches.query import run_query, run_with_predicates

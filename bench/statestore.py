@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 from connectors.local_process import descendants  # noqa: E402
 from connectors.producer import CdcProducer  # noqa: E402
-from streaming_app.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml, parse_config  # noqa: E402
 
 COLUMNS = {"id": "long", "g": "long", "v": "long", "p": "long"}
 
@@ -221,7 +221,8 @@ import shutil, sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
 from connectors import delta_sink as sink
-from streaming_app.config import SparkConfig, parse_config
+from core.config import SparkConfig
+from streaming_app.settings import parse_config
 from streaming_app.demo_run import tpch_subset
 from streaming_app.spark_session import SessionOptions, build_session
 base = Path({str(base)!r})

@@ -49,7 +49,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from connectors import delta_sink as sink  # noqa: E402
 from connectors.kafka_broker import EmbeddedBroker, free_port, reset_topics  # noqa: E402
 from connectors.producer import CdcProducer  # noqa: E402
-from streaming_app.config import parse_config  # noqa: E402
+from core.config import parse_config  # noqa: E402
 
 COLS = {
     "orders": (["o_orderkey"], {"o_orderkey": "long", "o_custkey": "long", "o_totalprice": "decimal(15,2)",
@@ -281,7 +281,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.sf, args.batches, args.batch, args.trickle = 0.1, 3, 1000, 100
-    from streaming_app.config import SparkConfig
+    from core.config import SparkConfig
     from streaming_app.demo_run import tpch_subset
     from streaming_app.spark_session import SessionOptions, build_session
 

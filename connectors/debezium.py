@@ -47,8 +47,8 @@ import msgspec
 
 from connectors import unwrap as U
 from connectors.debezium_types import PLACEHOLDER, PLACEHOLDER_B64, Bad, FieldSpec, Modes, column_decoder, field_spec, is_placeholder
-from operators import errors as E
-from streaming_app.config import JobConfig, TableConfig
+from core import errors as E
+from core.config import JobConfig, TableConfig
 
 OPS = ("c", "r", "u", "d", "t")
 OLD_KEY_HEADER = "__debezium.oldkey"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from decimal import Context, Decimal, MAX_EMAX, MAX_PREC, MIN_EMIN, localcontext
 from typing import Any
 
-from operators import errors as E
+from core import errors as E
 
 PLACEHOLDER = "__debezium_unavailable_value"
 PLACEHOLDER_B64 = base64.b64encode(PLACEHOLDER.encode()).decode()  # bytea in binary.handling.mode=bytes

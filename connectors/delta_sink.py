@@ -22,7 +22,7 @@ from typing import Iterable
 import pyarrow as pa
 
 from connectors import object_store as store
-from streaming_app.config import TableConfig
+from core.config import TableConfig
 
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 DELETED = "__deleted"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.local_process import LOOPBACK, alive, free_port, port_open, runs_with, tail, terminate
-from operators.errors import IvmError
-from streaming_app.jars import kafka_classpath
+from core.errors import IvmError
+from core.jars import kafka_classpath
 
 KAFKA_MAIN = "kafka.Kafka"
 # Bounded CDC history. A week and 1 GiB per partition hold every test, the demo and the

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from connectors.unwrap import unwrap_properties
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, tail, terminate
-from operators.errors import ConfigError, IvmError
-from streaming_app.jars import connect_classpath
+from core.errors import ConfigError, IvmError
+from core.jars import connect_classpath
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 MYSQL_CONNECTOR = "io.debezium.connector.mysql.MySqlConnector"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
-from operators.errors import IvmError
+from core.errors import IvmError
 
 SERVER_ID = 223306  # the server's id in the replication topology; connectors take others
 DB_USER = "root"

@@ -16,7 +16,7 @@ job writes a lake at a time, which ``connectors.s3_lease`` enforces.
 
 from __future__ import annotations
 
-from streaming_app.config import JobConfig, S3Config
+from core.config import JobConfig, S3Config
 
 S3_SCHEMES = ("s3a://", "s3://")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
-from operators.errors import IvmError
+from core.errors import IvmError
 
 SERVER_USER = "postgres"  # the OS user that runs the server when we are root
 DB_USER = "postgres"      # the superuser initdb creates (Debezium connects as it)
@@ -39,7 +39,7 @@ class PostgresError(IvmError):
 
 def pg_bindir() -> Path:
     """The newest installed ``/usr/lib/postgresql/<v>/bin`` (or $IVMSTREAM_PG_BINDIR)."""
-    from streaming_app.config import env
+    from core.config import env
 
     explicit = env("pg_bindir")
     if explicit:

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from streaming_app.config import TableConfig
+from core.config import TableConfig
 
 _EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -267,14 +267,14 @@ def read_rows(path: str | Path) -> pa.Table:
 
         opts = csv.ParseOptions(delimiter="|" if p.suffix.lower() == ".tbl" else ",")
         return csv.read_csv(p, parse_options=opts)
-    from operators.errors import ConfigError
+    from core.errors import ConfigError
 
     raise ConfigError(f"{p}: only .csv, .tbl and .parquet files can be loaded")
 
 
 def conform(table: TableConfig, data: pa.Table) -> list[dict]:
     """Rows of ``data`` restricted to the table's declared columns (names must match)."""
-    from operators.errors import ConfigError
+    from core.errors import ConfigError
 
     missing = [c for c in table.column_names if c not in data.column_names]
     if missing:

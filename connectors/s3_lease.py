@@ -23,7 +23,7 @@ import uuid
 
 from connectors import object_store as store
 from connectors.local_process import alive
-from operators.errors import IvmError
+from core.errors import IvmError
 
 LEASE_NAME = "_ivmstream.lease"
 LEASE_S = 60.0  # a lease not renewed for this long is free

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.local_process import LOOPBACK, alive, port_open, runs_with, tail, terminate
-from operators.errors import IvmError
-from streaming_app.jars import s3proxy_classpath
+from core.errors import IvmError
+from core.jars import s3proxy_classpath
 
 S3PROXY_MAIN = "org.gaul.s3proxy.Main"
 DEFAULT_PORT = 9333

@@ -1,7 +1,7 @@
 """Debezium's ExtractNewRecordState ("unwrap") transform: the fields of the rows it writes.
 
 Its connector properties and the start-up check that a config's declared format can apply every
-delete live with the ``[debezium]`` section (streaming_app.config.debezium), re-exported here.
+delete live with the ``[debezium]`` section (core.config.debezium), re-exported here.
 
 The transform replaces the change envelope by the row itself (``after``, or ``before`` for a
 rewritten delete) and copies envelope fields into it as ``__<name>`` (``add.fields``). What
@@ -21,7 +21,7 @@ create, a snapshot read and an update look alike.
 
 from __future__ import annotations
 
-from streaming_app.config.debezium import DELETE_MODES, SMT_CLASS, SMT_NAME, check_formats, unwrap_properties  # noqa: F401
+from core.config.debezium import DELETE_MODES, SMT_CLASS, SMT_NAME, check_formats, unwrap_properties  # noqa: F401
 
 DELETED = "__deleted"
 OP = "__op"

@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 import pyarrow as pa
 
-from operators.errors import StateError
+from core.errors import StateError
 from state.protocol import VERSION, WEIGHT, by_version, check_encoding, ordered
 
 
@@ -112,7 +112,7 @@ class ViewEngine:
         which is right within one commit only); ``now`` expires edges after the last one.
         A commit with bad input (``IvmError``, DATA_BAD_EDGE) leaves the view unchanged and is
         listed in ``self.errors`` as (inserts, deletes, error); the others apply."""
-        from operators.errors import IvmError
+        from core.errors import IvmError
         from operators.recursive import ViewDelta
 
         self.errors = []

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping, Protocol, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
-from operators.errors import StateError
+from core.errors import StateError
 
 WEIGHT = "__weight"  # the same name as connectors.delta_sink.WEIGHT and operators.sketch.scan.WEIGHT
 VERSION = "__version"

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from connectors import delta_sink as sink
 from connectors import object_store as store
-from operators.errors import StateError
+from core.errors import StateError
 from state.protocol import VERSION, WEIGHT
 from state.snapshot_store import SnapshotStore
 

@@ -17,7 +17,7 @@ import pickle
 import struct
 import zlib
 
-from operators.errors import StateError
+from core.errors import StateError
 
 MAGIC = b"IVMSKCH\x00"
 VERSION = 1

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from connectors.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
-from operators.errors import ConfigError, IvmError
-from streaming_app.config import ENV, REPO_ROOT, env, load_config
+from core.errors import ConfigError, IvmError
+from core.config import ENV, REPO_ROOT, env
+from streaming_app.settings import load_config
 from streaming_app.flags import bucket_name, int_in, non_empty, non_negative_number, port, positive_seconds
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"

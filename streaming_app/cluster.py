@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
-from operators.errors import IvmError
+from core.errors import IvmError
 
 MASTER_MAIN = "org.apache.spark.deploy.master.Master"
 WORKER_MAIN = "org.apache.spark.deploy.worker.Worker"

@@ -13,7 +13,8 @@ import re
 import time
 from pathlib import Path
 
-from streaming_app.config import ENV, REPO_ROOT, env, load_config
+from core.config import ENV, REPO_ROOT, env
+from streaming_app.settings import load_config
 from streaming_app.flags import int_in, non_empty, port, positive_seconds
 
 DEFAULT_CLUSTER_DIR = REPO_ROOT / "var" / "spark"

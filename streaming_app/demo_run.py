@@ -19,7 +19,8 @@ from pathlib import Path
 from connectors import object_store as store
 from connectors.kafka_broker import EmbeddedBroker, reset_topics
 from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows
-from streaming_app.config import REPO_ROOT, load_config
+from core.config import REPO_ROOT
+from streaming_app.settings import load_config
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 VAR = REPO_ROOT / "var"

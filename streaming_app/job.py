@@ -33,8 +33,8 @@ import pyarrow as pa
 from connectors import delta_sink as sink
 from connectors import object_store
 from connectors.debezium import DecodedBatch, Rejected, decode_batch
-from connectors.mirror_plan import plan_table
-from streaming_app.config import JobConfig, env
+from core.mirror_plan import plan_table
+from core.config import JobConfig, env
 from streaming_app.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "

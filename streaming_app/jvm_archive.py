@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import streaming_app.spark_session as session
-from streaming_app.config import SparkConfig
-from streaming_app.jars import ARCHIVE, CDS_QUIET
+from core.config import SparkConfig
+from core.jars import ARCHIVE, CDS_QUIET
 
 
 def _workload(spark, work: Path) -> None:

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from connectors.kafka_broker import EmbeddedBroker, reset_topics
-from streaming_app.config import REPO_ROOT, parse_config
+from core.config import REPO_ROOT
+from streaming_app.settings import parse_config
 from streaming_app.mariadb_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 

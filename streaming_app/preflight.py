@@ -22,7 +22,7 @@ from typing import Callable
 
 from connectors import object_store
 from connectors.s3_lease import S3Lease
-from operators.errors import ConfigError, IvmError
+from core.errors import ConfigError, IvmError
 
 LOCK_NAME = ".ivmstream.lock"
 BROKER_RETRY_S = 5.0

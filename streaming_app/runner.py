@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from connectors import object_store
-from streaming_app.config import JobConfig
+from core.config import JobConfig
 from streaming_app.job import IngestJob, Maintainer
 from streaming_app.spark_session import SessionOptions, build_session
 

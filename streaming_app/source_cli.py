@@ -16,8 +16,9 @@ import json
 import time
 from pathlib import Path
 
-from operators.errors import ConfigError
-from streaming_app.config import ENV, REPO_ROOT, env, load_config
+from core.errors import ConfigError
+from core.config import ENV, REPO_ROOT, env
+from streaming_app.settings import load_config
 
 DEFAULT_PG_DIR = REPO_ROOT / "var" / "postgres"
 DEFAULT_CONNECT_DIR = REPO_ROOT / "var" / "connect"

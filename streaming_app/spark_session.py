@@ -20,8 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 
-from streaming_app.config import S3Config, SparkConfig
-from streaming_app.jars import archive_options, s3a_classpath, spark_jars
+from core.config import S3Config, SparkConfig
+from core.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app import stderr_filter
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

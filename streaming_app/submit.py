@@ -24,13 +24,13 @@ import zipfile
 from pathlib import Path
 
 from connectors import object_store
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from streaming_app.cluster import ClusterError, spark_home
-from streaming_app.config import REPO_ROOT, JobConfig
-from streaming_app.jars import archive_options, s3a_classpath, spark_jars
+from core.config import REPO_ROOT, JobConfig
+from core.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET_LOG4J
 
-PACKAGES = ("streaming_app", "operators", "state", "connectors")
+PACKAGES = ("core", "streaming_app", "operators", "state", "connectors")
 PY_FILES = REPO_ROOT / "dist" / "ivmstream.zip"
 MAIN = REPO_ROOT / "streaming_app" / "__main__.py"
 STDERR_FILTER = REPO_ROOT / "streaming_app" / "stderr_filter.py"

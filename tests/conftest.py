@@ -43,7 +43,7 @@ def s3_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from streaming_app.config import SparkConfig
+    from core.config import SparkConfig
     from streaming_app.spark_session import SessionOptions, build_session
 
     s = build_session(SparkConfig(master="local[2]", driver_memory="2g"),

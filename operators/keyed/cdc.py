@@ -1,7 +1,7 @@
 """CDC -> signed deltas with the last image per primary key held in keyed state (one bucket).
 
 Incremental rule: the events of one bucket of one table (``bucket_of(key)``) in one batch,
-in log order, are reduced by ``connectors.mirror_plan.plan_table`` (the same rules as the
+in log order, are reduced by ``core.mirror_plan.plan_table`` (the same rules as the
 memory backend's mirror write: final image per key, truncate, TOAST); then for every key the
 batch changed, the image the state held before (old image, -1) and the final image (+1) are
 the key's signed delta, unless they are equal. A truncate reaches every bucket of its table
@@ -25,7 +25,7 @@ import pickle
 import zlib
 from dataclasses import dataclass, field
 
-from connectors.mirror_plan import TablePlan, plan_table
+from core.mirror_plan import TablePlan, plan_table
 
 ENCODING = "cdc.image_pages.v2"
 PAGE_ROWS = 64  # images per page a capture aims at (a page is read and written whole)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from connectors.mirror_plan import TablePlan
+from core.mirror_plan import TablePlan
 from operators.keyed import cdc
 from operators.keyed.sketch import KeyedQuery, group_page, mu_step
 

@@ -43,7 +43,7 @@ from collections import defaultdict
 import numpy as np
 import pyarrow as pa
 
-from operators.errors import InvariantError, StateError, UnsupportedSqlError
+from core.errors import InvariantError, StateError, UnsupportedSqlError
 from operators.sketch import aggregate, join, stateless, topk
 from operators.sketch.delta import Delta, consolidate, group_codes, ids_of, is_compact
 from operators.sketch.joinstore import key_hash

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional
 
-from operators.errors import ConfigError, InvariantError
+from core.errors import ConfigError, InvariantError
 from operators.recursive.aggsel import AggSel
 from operators.recursive.provenance import Provenance, ProvTable
 from operators.recursive.shipsel import ShipSel

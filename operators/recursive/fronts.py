@@ -18,7 +18,7 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from operators.errors import DATA_BAD_EDGE, IvmError
+from core.errors import DATA_BAD_EDGE, IvmError
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Hashable, Iterable
 import dd.autoref
 import dd.bdd
 
-from operators.errors import ConfigError, InvariantError
+from core.errors import ConfigError, InvariantError
 
 try:  # CUDD (C) ships in the PyPI wheel of dd >= 0.6 on Linux x86-64; else dd's pure Python
     import dd.cudd as _cudd

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.recursive.engine import Spec
 from operators.recursive.fronts import Events, _Front, _Store, _vertex, bad, drop_dead_additions
 from operators.recursive.views import ProvImpl, ViewDelta, _View, tup

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
-from operators.errors import ConfigError, StateError
+from core.errors import ConfigError, StateError
 from operators.recursive.engine import Engine, Spec
 from operators.recursive.fronts import Events, LinkFront
 from operators.recursive.provenance import CubeProvenance, Provenance, ProvTable

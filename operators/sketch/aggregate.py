@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 from sortedcontainers import SortedDict
 
-from operators.errors import InvariantError, StateError
+from core.errors import InvariantError, StateError
 from operators.sketch.delta import Delta, bits_from_ids, group_codes, ids_of, is_compact
 
 ENCODING = "aggregate.groups.v3"  # v2: MIN/MAX state is value -> count; v3: compact F_g, no emitted copy

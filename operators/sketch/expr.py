@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import SqlError
+from core.errors import SqlError
 
 
 class Expr:

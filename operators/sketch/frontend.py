@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import sqlglot
 from sqlglot import exp
 
-from operators.errors import SqlError, UnsupportedSqlError
+from core.errors import SqlError, UnsupportedSqlError
 from operators.sketch import plan as P
 from operators.sketch.aggregate import AggCall
 from operators.sketch.expr import Col

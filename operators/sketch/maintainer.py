@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from operators.errors import IvmError, StateError
+from core.errors import IvmError, StateError
 from operators.sketch import frontend, merge
 from operators.sketch.aggregate import RecaptureRequired
 from operators.sketch.delta import SketchSpace

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from operators.errors import InvariantError
+from core.errors import InvariantError
 from operators.sketch.delta import Delta, ids_of, is_compact
 
 ENCODING = "merge.fragcount.v1"

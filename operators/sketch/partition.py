@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import IvmError
+from core.errors import IvmError
 
 
 def equi_depth_positions(n: int, n_fragments: int) -> list[int]:

@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import threading
 
-from operators.errors import InvariantError
+from core.errors import InvariantError
 from operators.sketch import aggregate, join, scan, stateless, topk
 from operators.sketch.expr import Call, Col, Expr, and_all, conjuncts, substitute
 

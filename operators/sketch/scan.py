@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import IvmError, StateError
+from core.errors import IvmError, StateError
 from operators.sketch.delta import Delta, consolidate
 from operators.sketch.expr import Expr, predicate_mask
 from operators.sketch.partition import RangePartition, decimal_to_float

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from operators.errors import SqlError, UnsupportedSqlError
+from core.errors import SqlError, UnsupportedSqlError
 from operators.sketch.expr import Call, Case, Cast, Col, InList, IsNull, Like, Lit
 
 _BIN = {exp.Add: "add", exp.Sub: "sub", exp.Mul: "mul", exp.Div: "div", exp.Mod: "mod",

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from sortedcontainers import SortedDict
 
-from operators.errors import InvariantError
+from core.errors import InvariantError
 from operators.sketch.aggregate import RecaptureRequired
 from operators.sketch.delta import Delta, as_sets, bits_from_ids
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from operators.errors import ConfigError, UnsupportedSqlError
+from core.errors import ConfigError, UnsupportedSqlError
 from operators.sketch.partition import RangePartition
 from operators.sketch_advisor.estimate import Z95, pass_probability
 from operators.sketch_advisor.sample import bootstrap_means, stratified_sample

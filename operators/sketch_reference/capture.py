@@ -50,7 +50,7 @@ import pyarrow as pa
 import sqlglot
 import sqlglot.expressions as exp
 
-from operators.errors import UnsupportedSqlError
+from core.errors import UnsupportedSqlError
 from operators.sketch_reference.fragments import fragment_ids
 
 PROV = "__prov_"

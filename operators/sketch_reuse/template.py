@@ -23,7 +23,7 @@ from decimal import Decimal
 import z3
 from sqlglot import exp
 
-from operators.errors import SqlError
+from core.errors import SqlError
 from operators.sketch_safety.analyze import Analyzer, Refuted
 from operators.sketch_safety.check import parse
 from operators.sketch_safety.logic import string_literals, valid

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.sketch_reuse.store import SketchStore, StoredSketch
 from operators.sketch_reuse.template import template_of
 

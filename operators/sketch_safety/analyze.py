@@ -24,7 +24,7 @@ import z3
 from sqlglot import exp
 from z3.z3util import get_vars
 
-from operators.errors import SqlError, UnsupportedSqlError
+from core.errors import SqlError, UnsupportedSqlError
 from operators.sketch_safety.logic import Strings, Translator, conjuncts, to_bool, to_real, valid, value_text
 
 _AGGS = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
 
-from operators.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
+from core.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
 from operators.sketch_safety.analyze import Analyzer, Refuted
 from operators.sketch_safety.logic import string_literals
 

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import z3
 from sqlglot import exp
 
-from operators.errors import SqlError
+from core.errors import SqlError
 
 TIMEOUT_MS = 2000
 

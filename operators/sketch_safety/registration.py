@@ -10,7 +10,12 @@ here imports either.
 
 from __future__ import annotations
 
-from operators.errors import ConfigError
+import re
+
+from core.config.sketch_sql import sql_problem
+from core.errors import ConfigError, IvmError, SqlError
+
+_CODE = re.compile(r"\[IVM\d{3}\] ")
 
 
 def _table_attribute(p) -> tuple[str, str]:
@@ -68,7 +73,7 @@ def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dic
                     stats: dict | None = None) -> str:
     """The safety check for an explicit --partition (``schema``: table -> column names;
     ``stats``: declared ranges); UnsafeSketchError with the reason if refused."""
-    from operators.errors import UnsafeSketchError, UnsupportedSqlError
+    from core.errors import UnsafeSketchError, UnsupportedSqlError
     from operators.sketch_safety import check_safety
 
     if table.lower() not in schema:
@@ -87,7 +92,7 @@ def check_safe(cfg, name: str, sql: str, parts) -> list[str]:
     """The PBDS safety check for a registration, per partitioned table, for any future data
     (every non-key column may become NULL, no statistics of today's rows); UnsafeSketchError
     names the reason. Returns each table's reason for being safe."""
-    from operators.errors import UnsafeSketchError
+    from core.errors import UnsafeSketchError
 
     schema = {t.name.lower(): t.column_names for t in cfg.tables}
     out = []
@@ -97,3 +102,45 @@ def check_safe(cfg, name: str, sql: str, parts) -> list[str]:
         except UnsafeSketchError as e:
             raise UnsafeSketchError(f"sketch {name!r}: {e}") from None
     return out
+
+
+def _again(e: Exception, where: str) -> Exception:
+    """The same IvmError (class and code) with ``where`` in front and inner codes removed."""
+    text = _CODE.sub("", e.args[0] if e.args else str(e))
+    return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
+
+
+def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
+    """The checks ``sketch register`` and the job run on a registered query, without Spark:
+    one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
+    tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the
+    safety check for any future data. With no ``partitions`` only the first two run."""
+    from operators.sketch import SketchMaintainer
+
+    where = where or f"sketch {name!r}"
+    why = sql_problem(sql)
+    if why:
+        raise SqlError(f"{where}: {why}")
+    try:
+        if partitions:
+            check_query(cfg, name, sql, partitions)
+            check_safe(cfg, name, sql, partitions)
+        else:
+            SketchMaintainer.from_sql(sql, {}).prepare({t.name: t.column_names for t in cfg.tables})
+    except RecursionError:  # the engine walks expression trees recursively, as the job would
+        raise SqlError(f"{where}: the query is nested too deeply for the sketch engine (a long AND/OR "
+                       "chain or deep parentheses); write it with IN (...) or split it") from None
+    except IvmError as e:
+        text = e.args[0] if e.args else ""
+        prefix = f"sketch {name!r}: "
+        text = text[len(prefix):] if text.startswith(prefix) else text
+        if "[[sketches]]" in where:  # a config entry has no --partition flag
+            text = text.replace("refused --partition ", "refused partition ")
+        raise _again(type(e)(text, code=e.code), where) from None
+
+
+def check_sketches(cfg) -> None:
+    """``check_sketch_sql`` for every ``[[sketches]]`` entry of a loaded config."""
+    where = str(cfg.source_file) if cfg.source_file else "config"
+    for s in cfg.sketches:
+        check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")

@@ -14,7 +14,7 @@ multiplicities; zero entries are removed.  Edge semantics and rejections are the
 
 from __future__ import annotations
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.triangles.frontend import MODES, GraphFrontend
 from operators.triangles.reference import static_q
 

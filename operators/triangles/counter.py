@@ -17,7 +17,7 @@ multiplicity.
 
 from __future__ import annotations
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.triangles.engine import IvmEpsState
 from operators.triangles.frontend import MODES, RELATIONS, BadEdge, GraphFrontend
 from operators.triangles.reference import static_q

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections import _count_elements  # C helper behind Counter.update(iterable)
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.triangles.rebalance import Rebalancing, _add, _col_add
 
 

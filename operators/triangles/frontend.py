@@ -33,7 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from operators.errors import DATA_BAD_EDGE, ConfigError
+from core.errors import DATA_BAD_EDGE, ConfigError
 from operators.triangles.edgeindex import LIMIT, EdgeIndex, pack
 
 MODES = ("undirected", "directed", "three_relation")

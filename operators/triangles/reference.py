@@ -8,7 +8,7 @@ State kept: none.  Deletions: a tuple with multiplicity 0 does not exist (suppor
 
 from __future__ import annotations
 
-from operators.errors import InvariantError
+from core.errors import InvariantError
 
 
 def tuples_of(core, i: int) -> dict:

@@ -34,7 +34,7 @@ from itertools import repeat
 
 import numpy as np
 
-from operators.errors import ConfigError, StateError
+from core.errors import ConfigError, StateError
 
 MAGIC = b"IVMTRI"
 VERSION = 2

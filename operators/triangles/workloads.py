@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 
 
 def _ones(n: int) -> np.ndarray:

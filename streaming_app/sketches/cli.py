@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 
-from operators.errors import ConfigError, SqlError
-from streaming_app.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, check_sketch_sql, load_config, sql_problem
+from core.errors import ConfigError, SqlError
+from core.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, sql_problem
+from operators.sketch_safety.registration import check_sketch_sql
+from streaming_app.settings import load_config
 from streaming_app.flags import int_in
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors import object_store as store
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.registry import Part, Registration, read_registry

@@ -5,7 +5,7 @@ change up at its next batch."""
 from __future__ import annotations
 
 from connectors import delta_sink as sink
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.sketch_safety.registration import check_query, check_safe
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState

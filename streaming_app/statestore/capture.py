@@ -113,7 +113,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     mu = spark.read.parquet(str(out / "mu"))
     sketch = [(r["k1"][2:], int(r["k2"]), int(r["w"])) for r in mu.select("k1", "k2", "w").collect()]
     if any(w < 0 for _, _, w in sketch):
-        from operators.errors import InvariantError
+        from core.errors import InvariantError
 
         raise InvariantError("capture: a fragment count below zero")
     record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "stages": stages, "pages": pages,

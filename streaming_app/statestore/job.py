@@ -40,8 +40,8 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, decode_batch
-from connectors.mirror_plan import TablePlan
-from operators.errors import ConfigError
+from core.mirror_plan import TablePlan
+from core.errors import ConfigError
 from streaming_app.decode_stage import KAFKA_COLUMNS, offset_ranges
 from streaming_app.job import BatchContext, IngestJob, _fault, _ms
 from streaming_app.statestore import generations

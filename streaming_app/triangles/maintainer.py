@@ -22,11 +22,11 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors.debezium import Rejected
-from operators import errors as E
+from core import errors as E
 from state.engines import TriangleEngine
 from state.protocol import WEIGHT
 from state.recovery import MirrorCursor, Recovery
-from streaming_app.config import StateSettings, TrianglesConfig
+from core.config import StateSettings, TrianglesConfig
 
 TRIANGLES_DDL = ("graph STRING, batch_id BIGINT, triangles BIGINT, edges BIGINT, heavy_vertices BIGINT, "
                  "minor_rebalances BIGINT, major_rebalances BIGINT, maintain_ms DOUBLE, mirror_version BIGINT, "

@@ -23,10 +23,10 @@ import pyarrow as pa
 from connectors import delta_sink as sink
 from connectors import object_store as store
 from connectors.debezium import Rejected
-from operators import errors as E
+from core import errors as E
 from state.engines import ViewEngine
 from state.recovery import MirrorCursor, Recovery
-from streaming_app.config import StateSettings, ViewConfig
+from core.config import StateSettings, ViewConfig
 from streaming_app.triangles.maintainer import plain
 
 # src and dst take the link table's vertex type (a lake made when they were strings keeps them)

@@ -115,7 +115,7 @@ def _wait_streaming(pg, slot: str, timeout_s: float = 60.0) -> None:
 
 
 def _job_config(pg, tables: dict[str, str], prefix: str, slot: str, decimal="precise", time_mode="adaptive"):
-    from streaming_app.config import parse_config
+    from streaming_app.settings import parse_config
 
     data = {
         "job": {"name": "chain_smoke"},

@@ -24,7 +24,7 @@ from connectors.kafka_connect import connector_properties, rest
 from operators.sketch import RangePartition
 from operators.sketch_reference import reference_sketch
 from streaming_app import mariadb_history as H
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketches.tables import bits_to_ids
 

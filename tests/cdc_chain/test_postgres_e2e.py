@@ -21,7 +21,7 @@ import pytest
 from connectors.kafka_connect import connector_properties
 from operators.sketch import RangePartition
 from operators.sketch_reference import reference_sketch
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketches.tables import bits_to_ids
 from streaming_app.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches, pg_rows

@@ -22,7 +22,8 @@ import pytest
 from connectors import object_store as store
 from connectors.kafka_broker import create_topics, free_port
 from connectors.producer import CdcProducer
-from streaming_app.config import REPO_ROOT, dump_toml, parse_config
+from core.config import REPO_ROOT, dump_toml
+from streaming_app.settings import parse_config
 from tests.platform.cdc_fixture import History
 from tests.platform.test_graph_e2e import _send
 

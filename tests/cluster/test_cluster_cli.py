@@ -75,7 +75,7 @@ def test_py_files_zip_holds_the_packages_and_is_rebuilt_only_when_stale(tmp_path
     assert build_py_files(out) is True
     names = zipfile.ZipFile(out).namelist()
     for must in ("streaming_app/cli.py", "streaming_app/log4j2-quiet.properties", "connectors/debezium.py",
-                 "operators/errors.py", "state/protocol.py"):
+                 "core/errors.py", "state/protocol.py"):
         assert must in names
     assert not any("__pycache__" in n for n in names)
     sources = [n for n in names if n.endswith(".py")]
@@ -91,8 +91,8 @@ import builtins, sys
 sys.path.insert(0, sys.argv[1])
 compiled, real = [], builtins.compile
 builtins.compile = lambda source, filename, *a, **k: (compiled.append(str(filename)), real(source, filename, *a, **k))[1]
-import operators.errors, streaming_app.flags
-assert operators.errors.__file__.startswith(sys.argv[1]) and streaming_app.flags.__file__.startswith(sys.argv[1])
+import core.errors, streaming_app.flags
+assert core.errors.__file__.startswith(sys.argv[1]) and streaming_app.flags.__file__.startswith(sys.argv[1])
 print(sorted({f.split(".zip")[-1] for f in compiled if ".zip" in f}))
 """
 
@@ -108,8 +108,8 @@ def test_py_files_modules_load_from_their_bytecode_and_from_source_for_another_p
     with zipfile.ZipFile(out) as src, zipfile.ZipFile(other, "w") as dst:
         for info in src.infolist():
             data = src.read(info)
-            dst.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename == "operators/errors.pyc" else data)
-    assert run(other) == "['/operators/errors.py']"
+            dst.writestr(info, b"\x00\x00\r\n" + data[4:] if info.filename == "core/errors.pyc" else data)
+    assert run(other) == "['/core/errors.py']"
 
 
 def test_submit_becomes_spark_submit_with_the_jvm_incubator_line_dropped_from_its_stderr():

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from connectors.debezium import decode_batch
-from operators import errors as E
-from streaming_app.config import parse_config
+from core import errors as E
+from streaming_app.settings import parse_config
 
 CAPTURED = Path(__file__).resolve().parents[1] / "cdc_chain" / "captured"
 UTC = dt.timezone.utc

@@ -29,7 +29,7 @@ from decimal import Decimal
 
 from connectors.debezium import decode_batch
 from connectors.delta_sink import mirror_changes_frame
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 
 SEED = 20261125
 N_RECORDS = 12_000

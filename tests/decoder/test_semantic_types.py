@@ -14,8 +14,8 @@ from decimal import Decimal
 import pytest
 
 from connectors.debezium import decode_batch
-from operators import errors as E
-from streaming_app.config import parse_config
+from core import errors as E
+from streaming_app.settings import parse_config
 
 UTC = dt.timezone.utc
 

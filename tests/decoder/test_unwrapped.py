@@ -11,9 +11,9 @@ import pytest
 
 from connectors.debezium import decode_batch
 from connectors.kafka_connect import connector_properties
-from operators import errors as E
-from operators.errors import ConfigError
-from streaming_app.config import parse_config
+from core import errors as E
+from core.errors import ConfigError
+from streaming_app.settings import parse_config
 
 TOPIC = "my.shop.items"
 

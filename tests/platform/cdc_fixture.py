@@ -13,8 +13,8 @@ from decimal import Decimal
 
 from connectors.debezium_types import PLACEHOLDER
 from connectors.producer import CdcProducer, envelope, key_of
-from operators import errors as E
-from streaming_app.config import parse_config
+from core import errors as E
+from streaming_app.settings import parse_config
 
 
 def job_config(tmp_path, bootstrap: str, name: str = "it", max_offsets: int = 50, topic_prefix: str = "it"):

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from streaming_app import cli
-from streaming_app.config import dump_toml, load_config
+from core.config import dump_toml
+from streaming_app.settings import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_LINE = re.compile(r"ivmstream: error: \[(IVM\d{3})\] \S.*")

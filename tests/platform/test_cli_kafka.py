@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from connectors.kafka_broker import EmbeddedBroker, free_port
-from streaming_app.config import dump_toml
+from core.config import dump_toml
 
 pytestmark = [pytest.mark.kafka]
 

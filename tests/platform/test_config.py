@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.errors import ConfigError
-from streaming_app.config import load_config, parse_config
+from core.errors import ConfigError
+from streaming_app.settings import load_config, parse_config
 
 GOOD = """
 [job]
@@ -158,7 +158,7 @@ def test_broker_retention_is_bounded(tmp_path):
 _UI_PROBE = """
 import sys
 from connectors.kafka_broker import free_port
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 from streaming_app.spark_session import SessionOptions, build_session
 
 cfg = parse_config({"spark": {"master": "local[1]", "ui_port": free_port(), "ui_host": sys.argv[1]},
@@ -202,7 +202,7 @@ def test_dump_toml_round_trips_keys_that_are_not_bare():
     become nested tables (or invalid TOML)."""
     import tomllib
 
-    from streaming_app.config import dump_toml
+    from core.config import dump_toml
 
     data = {"spark": {"conf": {"spark.sql.streaming.minBatchesToRetain": "100", "plain": 2}},
             "tables": [{"name": "t", "columns": {"my col": "long", "x.y": "int"}}]}

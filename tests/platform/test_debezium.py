@@ -13,8 +13,8 @@ import pytest
 
 from connectors.debezium import decode_batch, net_changes
 from connectors.producer import envelope
-from operators import errors as E
-from streaming_app.config import parse_config
+from core import errors as E
+from streaming_app.settings import parse_config
 
 CFG = parse_config({
     "tables": [

@@ -11,8 +11,8 @@ import pytest
 
 from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer
-from operators import errors as E
-from streaming_app.config import parse_config
+from core import errors as E
+from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

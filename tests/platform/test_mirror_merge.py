@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors import delta_sink as sink
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 
 TABLE = parse_config({"job": {"name": "m"}, "kafka": {"bootstrap_servers": "127.0.0.1:1"},
                       "tables": [{"name": "t", "topic": "t", "primary_key": ["k", "j"],

@@ -1,4 +1,4 @@
-"""connectors.mirror_plan against a row-by-row replay of the same events (no Spark).
+"""core.mirror_plan against a row-by-row replay of the same events (no Spark).
 
 The oracle applies each event to a dict in log order, as PostgreSQL did: truncate empties
 the table, a TOASTed column keeps the value of the row that is there (or, for the create of
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.mirror_plan import plan_table
-from operators import errors as E
+from core.mirror_plan import plan_table
+from core import errors as E
 
 
 @dataclass(frozen=True)

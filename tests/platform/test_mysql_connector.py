@@ -3,8 +3,8 @@
 import pytest
 
 from connectors.kafka_connect import connector_properties
-from operators.errors import ConfigError
-from streaming_app.config import parse_config
+from core.errors import ConfigError
+from streaming_app.settings import parse_config
 
 
 def cfg(**debezium):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from streaming_app import cli, preflight
-from streaming_app.config import dump_toml
+from core.config import dump_toml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,7 +121,7 @@ def test_a_second_demo_wipes_nothing_of_the_first(tmp_path, capsys, holder, monk
     """The demo takes its folders' locks before it starts a broker or empties anything."""
     from connectors import kafka_broker
     from streaming_app import demo_run
-    from streaming_app.config import load_config
+    from streaming_app.settings import load_config
 
     f = config(tmp_path)
     monkeypatch.setattr(demo_run, "load_config", lambda _path: load_config(f))
@@ -204,7 +204,7 @@ def test_the_batch_line_carries_the_sketch_figures_and_never_an_empty_list():
 _UI_HANGUP = """
 import socket, struct, sys
 from connectors.local_process import free_port
-from streaming_app.config import SparkConfig
+from core.config import SparkConfig
 from streaming_app.spark_session import SessionOptions, build_session
 spark = build_session(SparkConfig(master="local[1]", ui_port=free_port()), SessionOptions(app_name="ui", ui=True))
 host, port = spark.sparkContext.uiWebUrl.split("//")[1].split(":")

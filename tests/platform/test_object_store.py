@@ -7,8 +7,9 @@ import pytest
 
 from connectors import object_store as store
 from connectors.delta_sink import Lake
-from operators.errors import ConfigError
-from streaming_app.config import S3Config, parse_config
+from core.errors import ConfigError
+from core.config import S3Config
+from streaming_app.settings import parse_config
 
 TABLES = [{"name": "t", "topic": "t", "primary_key": ["id"], "columns": {"id": "long"}}]
 SECRET = "s3cr3t-never-shown"
@@ -105,7 +106,7 @@ def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
     import sys
 
     from connectors.local_process import free_port
-    from streaming_app.config import dump_toml
+    from core.config import dump_toml
 
     data = {"job": {"name": "nobucket", "lake_root": "s3a://lake/x", "checkpoint_root": str(tmp_path / "ck")},
             "s3": {"endpoint": f"http://127.0.0.1:{free_port()}", "access_key": "AK", "secret_key": SECRET},
@@ -122,7 +123,7 @@ def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
 @pytest.mark.spark
 def test_submit_of_a_job_on_an_s3_lake_brings_the_s3a_jars_and_no_key(tmp_path, monkeypatch):
     from streaming_app import submit
-    from streaming_app.config import dump_toml
+    from core.config import dump_toml
 
     data = {"job": {"name": "sub", "lake_root": "s3a://lake/x", "checkpoint_root": str(tmp_path / "ck")},
             "s3": {"endpoint": "http://127.0.0.1:9333", "access_key": "AK", "secret_key": SECRET}, "tables": TABLES}

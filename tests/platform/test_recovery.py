@@ -14,7 +14,7 @@ import pytest
 from connectors.kafka_broker import create_topics
 from tests.jobproc import run_job_process
 from connectors.producer import CdcProducer
-from streaming_app.config import dump_toml
+from core.config import dump_toml
 from tests.platform.cdc_fixture import History, job_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import operators.recursive.provenance as provenance
-from operators.errors import ConfigError, InvariantError
+from core.errors import ConfigError, InvariantError
 from operators.recursive import ReachabilityView, ShortestPathView
 from operators.recursive.provenance import CUBE_FALSE, Cube, CubeProvenance, Provenance, ProvTable
 from tests.recursive.test_connected import _run

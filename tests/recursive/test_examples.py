@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.errors import ConfigError, IvmError
+from core.errors import ConfigError, IvmError
 from operators.recursive import (
     DRedReachabilityView,
     ReachabilityView,
@@ -322,7 +322,7 @@ def _path_engine(with_aggsel: bool):
 
 
 def test_o5_without_aggsel_path_does_not_terminate():
-    from operators.errors import InvariantError
+    from core.errors import InvariantError
 
     with pytest.raises(InvariantError):
         _path_engine(with_aggsel=False).run()

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from operators.errors import StateError
+from core.errors import StateError
 from operators.recursive import (
     DRedReachabilityView,
     ReachabilityView,

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.errors import StateError
+from core.errors import StateError
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch import aggregate as A
 from operators.sketch import topk as T

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operators.errors import SqlError, UnsupportedSqlError
+from core.errors import SqlError, UnsupportedSqlError
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch import plan as P
 

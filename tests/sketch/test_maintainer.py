@@ -8,7 +8,7 @@ import decimal
 import pyarrow as pa
 import pytest
 
-from operators.errors import InvariantError, IvmError, StateError
+from core.errors import InvariantError, IvmError, StateError
 from operators.sketch import RangePartition, RecaptureRequired, SketchDelta, SketchMaintainer
 from state.memory_side import MemoryIndex
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import InvariantError
+from core.errors import InvariantError
 from operators.sketch import aggregate as A
 from operators.sketch import join as J
 from operators.sketch import topk as T

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import IvmError
+from core.errors import IvmError
 from operators.sketch import RangePartition
 
 

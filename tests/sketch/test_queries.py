@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.errors import StateError
+from core.errors import StateError
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch.reference import reference_capture
 from state import sketch_codec

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from operators.errors import UnsupportedSqlError
+from core.errors import UnsupportedSqlError
 from operators.sketch import RangePartition
 from operators.sketch_advisor import (advise, advise_for_cli, bootstrap_means, candidates_for, estimate,
                                       expected_size, fragment_probability, haas, half_width, pass_probability,

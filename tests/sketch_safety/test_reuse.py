@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.sketch import RangePartition
 from operators.sketch_reference import reference_result, reference_sketch
 from operators.sketch_reuse import SelfTuner, SketchStore, reusable, template_of

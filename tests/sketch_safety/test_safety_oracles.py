@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from operators.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
+from core.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
 from operators.sketch import RangePartition
 from operators.sketch_reference import reference_result, reference_sketch
 from operators.sketch_safety import check_safety, require_safe, safe_attributes

@@ -17,7 +17,7 @@ import pytest
 from operators.sketch_advisor import advise, verify
 from operators.sketch_reference import reference_sketch
 from streaming_app import cli
-from streaming_app.config import dump_toml
+from core.config import dump_toml
 
 COLUMNS = {"id": "long", "region": "long", "store": "long", "amount": "long"}
 # whole groups on region and store, so both are safe; id and amount are not (SUM over an
@@ -110,7 +110,7 @@ def test_advise_and_register_errors_without_spark(tmp_path, capsys):
 @pytest.mark.spark
 def test_cli_advise_verify_and_register_without_partition(spark, tmp_path):
     from connectors import delta_sink as sink
-    from streaming_app.config import load_config
+    from streaming_app.settings import load_config
 
     cfg_path = write_config(tmp_path, "advspark")
     cfg = load_config(cfg_path)

@@ -19,7 +19,8 @@ from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer, RandomUpdates, conform
 from operators.sketch import RangePartition
 from operators.sketch_reference import reference_sketch
-from streaming_app.config import dump_toml, parse_config
+from core.config import dump_toml
+from streaming_app.settings import parse_config
 from streaming_app.demo_run import tpch_subset
 from streaming_app.runner import run_job
 from streaming_app.sketches.register import register_query

@@ -17,7 +17,8 @@ from tests.jobproc import run_job_process
 from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch_reference import reference_sketch
-from streaming_app.config import dump_toml, parse_config
+from core.config import dump_toml
+from streaming_app.settings import parse_config
 from tests.sketch_stream.test_sketch_e2e import (QUERIES, config_data, mirrors, partition_spec, send_snapshot,
                                                  send_updates, tpch_rows)
 

@@ -8,9 +8,9 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.sketch import RangePartition
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 from streaming_app.sketches.cli import parse_partition
 from streaming_app.sketches.registry import Part
 from streaming_app.sketches.tables import bits_to_ids, bounds_from_json, bounds_to_json
@@ -90,7 +90,7 @@ def test_bitset_and_merged_ranges_agree_with_the_predicate():
 
 
 def test_registration_refuses_a_partition_the_safety_check_cannot_prove():
-    from operators.errors import UnsafeSketchError
+    from core.errors import UnsafeSketchError
     from operators.sketch_safety.registration import check_safe
 
     cfg = parse_config({"tables": [{"name": "cities", "topic": "c", "primary_key": ["city"],
@@ -110,7 +110,7 @@ Q_JOIN = ("SELECT o_orderkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON 
 
 
 def test_sketch_on_several_tables_config_cli_and_checks():
-    from operators.errors import UnsafeSketchError
+    from core.errors import UnsafeSketchError
     from streaming_app.sketches.cli import parse_partitions
     from operators.sketch_safety.registration import check_query, check_safe
     from streaming_app.sketches.registry import group_registrations
@@ -152,7 +152,7 @@ def test_sketch_on_several_tables_config_cli_and_checks():
 
 
 def test_declared_not_null_columns_and_ranges_let_the_safety_check_prove_a_top_k():
-    from operators.errors import UnsafeSketchError
+    from core.errors import UnsafeSketchError
     from operators.sketch_safety.registration import check_safe, declared_stats, may_be_null
 
     sql = ("SELECT o_custkey, SUM(l_quantity) AS q FROM orders JOIN lineitem ON o_orderkey = l_orderkey "

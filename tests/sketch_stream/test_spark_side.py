@@ -19,7 +19,7 @@ from state.engines import SketchEngine
 from streaming_app.sketches import delta_side, pushdown
 from streaming_app.sketches.query_state import QueryState
 from streaming_app.sketches.registry import Part, Registration, compute_boundaries
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 
 pytestmark = [pytest.mark.spark]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.errors import UnsupportedSqlError
+from core.errors import UnsupportedSqlError
 from operators.sketch_reference import fragment_ids, fragment_of, reference_result, reference_sketch
 from bench.harness.datasets import apply_delta, random_delta, with_weight
 

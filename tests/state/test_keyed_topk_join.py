@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors.debezium import CdcEvent
-from operators.errors import UnsupportedSqlError
+from core.errors import UnsupportedSqlError
 from operators.keyed.pipeline import KeyedPipeline
 from operators.keyed.cdc import decode_page
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk

@@ -7,7 +7,7 @@ import networkx as nx
 import pyarrow as pa
 import pytest
 
-from operators.errors import StateError
+from core.errors import StateError
 from operators.sketch import SketchMaintainer
 from operators.sketch.partition import RangePartition
 from state.engines import SketchEngine, TriangleEngine, ViewEngine

@@ -10,7 +10,7 @@ import shutil
 import networkx as nx
 
 from state.snapshot_store import SnapshotStore
-from streaming_app.config import StateSettings, TrianglesConfig, ViewConfig
+from core.config import StateSettings, TrianglesConfig, ViewConfig
 from streaming_app.triangles.maintainer import TriangleMaintainer
 from streaming_app.views.maintainer import ViewMaintainer
 from tests.state.conftest import ctx

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from operators.errors import ConfigError
-from streaming_app.config import parse_config
+from core.errors import ConfigError
+from streaming_app.settings import parse_config
 from streaming_app.maintainers import maintainers_for
 
 BASE = {"tables": [{"name": "edges", "topic": "t.edges", "primary_key": ["src", "dst"],

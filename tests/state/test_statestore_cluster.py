@@ -24,7 +24,8 @@ import pytest
 from connectors.kafka_broker import create_topics
 from connectors.local_process import descendants
 from connectors.producer import CdcProducer
-from streaming_app.config import dump_toml, parse_config
+from core.config import dump_toml
+from streaming_app.settings import parse_config
 from tests.state.statestore_fixture import check_sketch_outputs, config_data, final_rows, history, send
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

@@ -36,7 +36,8 @@ from connectors.delta_sink import arrow_schema
 from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
-from streaming_app.config import dump_toml, parse_config
+from core.config import dump_toml
+from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.statestore import generations
 from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_rows, history, send

@@ -16,7 +16,7 @@ import pytest
 from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer
 from operators.keyed.cdc import decode_page
-from streaming_app.config import parse_config
+from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from tests.state.statestore_fixture import config_data, final_rows, history, send, table_rows
 

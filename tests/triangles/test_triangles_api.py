@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from operators.errors import DATA_BAD_EDGE, ConfigError, StateError
+from core.errors import DATA_BAD_EDGE, ConfigError, StateError
 from operators.triangles import BadEdge, ClassicalCounter, TriangleCounter, step
 from operators.triangles.reference import check_invariants, reference_triangles
 from operators.triangles.workloads import (adversarial_graph, adversarial_stream,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 from operators.triangles import TriangleCounter
 from operators.triangles.reference import check_invariants
 

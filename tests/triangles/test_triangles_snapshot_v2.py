@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from operators.errors import StateError
+from core.errors import StateError
 from operators.triangles import TriangleCounter
 from operators.triangles.reference import check_invariants, reference_triangles
 

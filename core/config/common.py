@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from operators.errors import ConfigError
+from core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -38,7 +38,7 @@ ENV = {
     "cluster_cores": "IVMSTREAM_CLUSTER_CORES",
     "cluster_memory": "IVMSTREAM_CLUSTER_MEMORY",
     "pg_bindir": "IVMSTREAM_PG_BINDIR",
-    # Where `make setup` put the JVM jars and the driver's class archive (streaming_app.jars).
+    # Where `make setup` put the JVM jars and the driver's class archive (core.jars).
     "spark_jars": "IVMSTREAM_SPARK_JARS",
     "kafka_libs": "IVMSTREAM_KAFKA_LIBS",
     "connect_libs": "IVMSTREAM_CONNECT_LIBS",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from operators.errors import ConfigError
-from streaming_app.config.common import REPO_ROOT, env
+from core.errors import ConfigError
+from core.config.common import REPO_ROOT, env
 
 SPARK_JARS_DIR = Path(env("spark_jars", str(REPO_ROOT / "jvm" / "spark" / "jars")))
 KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs")))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from operators import errors as E
+from core import errors as E
 
 # keys -> ({key: row} live in the mirror before the batch, {key: row} its newest delete removed)
 Lookup = Callable[[set], tuple[dict, dict]]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import _check_keys, _mode, _want_int, _want_options
-from streaming_app.config.tables import DECIMAL_MODES, TIME_MODES
+from core.errors import ConfigError
+from core.config.common import _check_keys, _mode, _want_int, _want_options
+from core.config.tables import DECIMAL_MODES, TIME_MODES
 
 CONNECTORS = ("postgres", "mysql")
 _DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",

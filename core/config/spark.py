@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import _check_keys, _want_bool, _want_int, _want_options, _want_str
+from core.errors import ConfigError
+from core.config.common import _check_keys, _want_bool, _want_int, _want_options, _want_str
 
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtp]?b?", re.IGNORECASE)
 _HOST = re.compile(r"[A-Za-z0-9_.:-]+")

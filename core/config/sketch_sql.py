@@ -1,22 +1,9 @@
-"""The checks a registered query's SQL gets without Spark, from the config and ``sketch register``."""
+"""Is a registered query one SELECT statement: the syntax check every entry point runs first
+(the sketch engine's own checks live in ``operators.sketch_safety.registration``)."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from streaming_app.config.job import JobConfig
-
-_CODE = re.compile(r"\[IVM\d{3}\] ")
-
-
-def _again(e: Exception, where: str) -> Exception:
-    """The same IvmError (class and code) with ``where`` in front and inner codes removed."""
-    from operators.errors import IvmError
-
-    text = _CODE.sub("", e.args[0] if e.args else str(e))
-    return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
 
 
 _CLAUSES = {"Where": "WHERE", "Group": "GROUP BY", "Having": "HAVING", "Order": "ORDER BY", "Limit": "LIMIT",
@@ -77,34 +64,3 @@ def sql_problem(sql: str, dialect: str = "postgres") -> str | None:
                          exp.Merge, exp.Command, exp.Set, exp.Use)):
         return f"{word.upper()} is not a query: only a SELECT query can be sketched"
     return f"syntax error: a query starts with SELECT, found {word[:40]!r}"
-
-
-def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
-    """The checks ``sketch register`` and the job run on a registered query, without Spark:
-    one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
-    tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the
-    safety check for any future data. With no ``partitions`` only the first two run."""
-    from operators.errors import IvmError, SqlError
-    from operators.sketch import SketchMaintainer
-    from operators.sketch_safety.registration import check_query, check_safe
-
-    where = where or f"sketch {name!r}"
-    why = sql_problem(sql)
-    if why:
-        raise SqlError(f"{where}: {why}")
-    try:
-        if partitions:
-            check_query(cfg, name, sql, partitions)
-            check_safe(cfg, name, sql, partitions)
-        else:
-            SketchMaintainer.from_sql(sql, {}).prepare({t.name: t.column_names for t in cfg.tables})
-    except RecursionError:  # the engine walks expression trees recursively, as the job would
-        raise SqlError(f"{where}: the query is nested too deeply for the sketch engine (a long AND/OR "
-                       "chain or deep parentheses); write it with IN (...) or split it") from None
-    except IvmError as e:
-        text = e.args[0] if e.args else ""
-        prefix = f"sketch {name!r}: "
-        text = text[len(prefix):] if text.startswith(prefix) else text
-        if "[[sketches]]" in where:  # a config entry has no --partition flag
-            text = text.replace("refused --partition ", "refused partition ")
-        raise _again(type(e)(text, code=e.code), where) from None

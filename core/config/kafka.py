@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import _check_keys, _want_int, _want_options, _want_str
+from core.errors import ConfigError
+from core.config.common import _check_keys, _want_int, _want_options, _want_str
 
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 STARTING_OFFSETS = ("earliest", "latest")

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import _check_keys, _want_bool, _want_str, env
+from core.errors import ConfigError
+from core.config.common import _check_keys, _want_bool, _want_str, env
 
 _S3_KEYS = {"endpoint", "region", "path_style", "access_key", "secret_key"}
 _ENDPOINT = re.compile(r"https?://[A-Za-z0-9_.:\[\]-]+/?")

@@ -1,5 +1,5 @@
-"""``[job]`` and the whole config: ``JobConfig``, read from TOML by ``load_config`` /
-``parse_config`` (every section through its own module), written back by ``dump_toml``."""
+"""``[job]`` and the whole config: ``JobConfig``, read from TOML by ``read_config`` /
+``parse_schema`` (every section through its own module), written back by ``dump_toml``."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
+from core.errors import ConfigError
+from core.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
                                          _want_number, _want_str)
-from streaming_app.config.debezium import DebeziumConfig, _debezium, check_formats
-from streaming_app.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
+from core.config.debezium import DebeziumConfig, _debezium, check_formats
+from core.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
-from streaming_app.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
-from streaming_app.config.s3 import S3Config, parse_s3
-from streaming_app.config.sketch_sql import check_sketch_sql
-from streaming_app.config.spark import SparkConfig, check_master, parse_spark
-from streaming_app.config.tables import TableConfig, _table
+from core.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
+from core.config.s3 import S3Config, parse_s3
+from core.config.spark import SparkConfig, check_master, parse_spark
+from core.config.tables import TableConfig, _table
 
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
 
@@ -98,10 +97,10 @@ class JobConfig:
         return cfg
 
 
-def parse_config(data: dict, source: Path | None = None) -> JobConfig:
+def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     """Validate a config dict (as TOML reads it) into a JobConfig. Every value is checked for
-    type and range here, and every ``[[sketches]]`` query goes through the same front end and
-    safety check as ``sketch register``: a config that loads does not fail later in Spark."""
+    type and range here. The ``[[sketches]]`` queries' checks need the sketch engine, a floor up:
+    ``streaming_app.settings.parse_config`` runs both, and every entry point reads it."""
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
@@ -168,13 +167,12 @@ def parse_config(data: dict, source: Path | None = None) -> JobConfig:
         debezium=dbz,
         s3=parse_s3(data.get("s3", {}), where),
     )
-    for s in sketches:
-        check_sketch_sql(cfg, s.name, s.sql, s.partitions, where=f"{where}: [[sketches]] {s.name!r}")
     check_formats(cfg)
     return cfg
 
 
-def load_config(path: str | Path) -> JobConfig:
+def read_config(path: str | Path) -> JobConfig:
+    """The TOML file at ``path`` through ``parse_schema`` (one-line ConfigErrors for what cannot be read)."""
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"config {p} is a directory; give the TOML file")
@@ -190,11 +188,11 @@ def load_config(path: str | Path) -> JobConfig:
         raise ConfigError(f"{p}: arrays or tables nested too deeply to read") from None
     except OSError as e:
         raise ConfigError(f"config file {p} cannot be read: {e.strerror}") from None
-    return parse_config(data, p.resolve())
+    return parse_schema(data, p.resolve())
 
 
 def dump_toml(data: dict) -> str:
-    """Write a config dict (the shape ``parse_config`` takes) as TOML text."""
+    """Write a config dict (the shape ``parse_schema`` takes) as TOML text."""
 
     def val(v: Any) -> str:
         if isinstance(v, bool):

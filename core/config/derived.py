@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from operators.errors import ConfigError
-from streaming_app.config.common import (_NAME, MAX_FRAGMENTS, _check_keys, _entry, _shown, _want_int,
+from core.errors import ConfigError
+from core.config.common import (_NAME, MAX_FRAGMENTS, _check_keys, _entry, _shown, _want_int,
                                          _want_name, _want_number, _want_str)
-from streaming_app.config.tables import TableConfig, _check_columns
+from core.config.tables import TableConfig, _check_columns
 
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}

@@ -6,12 +6,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from operators.errors import ConfigError
-from streaming_app.config.common import (_check_keys, _entry, _mode, _shown, _want_name, _want_names,
+from core.errors import ConfigError
+from core.config.common import (_check_keys, _entry, _mode, _shown, _want_name, _want_names,
                                          _want_str)
 
 if TYPE_CHECKING:
-    from streaming_app.config.debezium import DebeziumConfig
+    from core.config.debezium import DebeziumConfig
 
 # Column types a table may declare, and the Spark / Arrow types they map to.
 SIMPLE_TYPES = ("int", "long", "double", "string", "date", "timestamp", "boolean", "binary")
