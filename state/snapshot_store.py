@@ -98,7 +98,7 @@ class SnapshotStore:
         this writer committed that batch's snapshot before. ``app_id`` None: a plain append
         (a write outside the job). ``fault(step)`` marks kill points."""
         txn_app = None if app_id is None else f"{app_id}:{maintainer}"
-        if txn_app is not None and self._local and sink._done_before(self.path, txn_app, batch_id):
+        if txn_app is not None and self._local and sink.done_before(self.path, txn_app, batch_id):
             return False
         cfg = config if isinstance(config, str) or config is None else json.dumps(config, sort_keys=True)
         row = pa.table({

@@ -110,7 +110,7 @@ def _again(e: Exception, where: str) -> Exception:
     return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
 
 
-def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
+def check_sketch_sql(cfg, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
     """The checks ``sketch register`` and the job run on a registered query, without Spark:
     one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
     tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from connectors import delta_sink as sink
 from operators.sketch_safety.registration import check_query
-from state.recovery import read_table
+from connectors.delta_sink import read_version
 from streaming_app.sketches import delta_side
 from streaming_app.sketches.outputs import sketch_rows
 from streaming_app.sketches.pushdown import pushdown
@@ -66,7 +66,7 @@ class QueryState:
             if tables_cache is not None and key in tables_cache:
                 data[t] = tables_cache[key]
             else:
-                data[t] = read_table(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                data[t] = read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
                 if tables_cache is not None:
                     tables_cache[key] = data[t]
         self.capture_rows = sum(d.num_rows for d in data.values())

@@ -88,7 +88,7 @@ def as_parts(partitions) -> list[Part]:
 
 def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
     path = lake.output(REGISTERED)
-    if sink._rs(path):  # delta-rs reads it without a Spark job
+    if sink.rs_writes(path):  # delta-rs reads it without a Spark job
         return group_registrations(store.rs_table(path).to_pyarrow_table().to_pylist())
     rows = spark.read.format("delta").load(path).collect()
     return group_registrations([r.asDict() for r in rows])
@@ -184,7 +184,7 @@ def _reg_rows(reg: Registration) -> pa.Table:
 
 def append_registration(spark, lake, reg: Registration) -> None:
     path = lake.output(REGISTERED)
-    if sink._rs(path):
+    if sink.rs_writes(path):
         store.rs_write(path, _reg_rows(reg), mode="append")
         return
     spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(path)
@@ -195,7 +195,7 @@ def store_boundaries(spark, lake, name: str, part: Part) -> None:
     lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
     bounds = bounds_to_json(part.boundaries).replace("'", "''")
     path = lake.output(REGISTERED)
-    if sink._rs(path):  # delta-rs: one commit, no Spark job
+    if sink.rs_writes(path):  # delta-rs: one commit, no Spark job
         store.rs_table(path).update(
             predicate=f""""name" = '{lit}' AND "partition_table" = '{tlit}' AND "boundaries" IS NULL""",
             updates={'"boundaries"': f"'{bounds}'", '"capture_version"': f"CAST({int(part.capture_version)} AS BIGINT)"})
