@@ -107,14 +107,12 @@ def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragm
     (``spark_equi_depth_picks``) instead of read into the driver."""
     from operators.sketch import RangePartition
 
-    from state.recovery import read_table  # delta-rs on a local or s3 lake: no Spark job
-
     path = lake.mirror(table)
     if spark is not None and spark_above is not None and _rows(path, version) > spark_above:
         picked = spark_equi_depth_picks(spark, path, version, attribute, fragments)
         if picked is not False:
             return None if picked is None else list(RangePartition.from_picks(attribute, *picked).boundaries)
-    col = read_table(spark, path, version, [attribute]).column(attribute)
+    col = sink.read_version(spark, path, version, [attribute]).column(attribute)  # delta-rs: no Spark job
     if len(col) - col.null_count == 0:
         return None
     return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)

@@ -184,6 +184,26 @@ def test_floor_rule_catches_an_upward_import():
     assert _floor("state.recovery") > _floor("connectors.delta_sink") > _floor("operators.sketch")
 
 
+def test_every_import_of_ours_resolves():
+    """Deferred imports (inside functions) run only on their path: one that names a module or a
+    name that moved fails here, not in the first batch that reaches it."""
+    bad = []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] in PRODUCT:
+                mod = importlib.import_module(node.module)
+                for a in node.names:
+                    if not hasattr(mod, a.name) and f"{node.module}.{a.name}" not in MODULES:
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.module} has no {a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in PRODUCT:
+                        importlib.import_module(a.name)
+    assert not bad, "\n".join(bad)
+
+
 def test_no_import_cycles():
     g = _graph()
     found = [_cycle_path(g, c) for c in _cycles(g)]
