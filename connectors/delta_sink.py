@@ -24,6 +24,7 @@ import duckdb
 import pyarrow.compute as pc
 import sqlglot
 from deltalake import CommitProperties, Transaction
+from deltalake.exceptions import DeltaProtocolError
 
 from connectors import object_store as store
 from core.config import TableConfig
@@ -81,6 +82,25 @@ def exists(spark, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
+# Every table this process made or opened through ``ensure_table``: the tables the job writes,
+# which table maintenance (``connectors.maintenance``) keeps.
+_ENSURED: set[str] = set()
+
+
+def tables_ensured() -> set[str]:
+    return set(_ENSURED)
+
+
+def has_deletion_vectors(path: str) -> bool:
+    """The table's protocol lists deletion vectors (delta-rs must not write it: a MERGE of
+    deltalake 1.6.6 on such a table brought a deleted row back)."""
+    try:
+        p = store.rs_table(path).protocol()
+    except DeltaProtocolError:  # a reader feature delta-rs does not have: deletion vectors among them
+        return True
+    return "deletionVectors" in (p.reader_features or []) or "deletionVectors" in (p.writer_features or [])
+
+
 def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
                  partition_by: Iterable[str] = (), properties: dict[str, str] | None = None) -> None:
     """Create the Delta table at ``path`` with the DDL column list unless it exists.
@@ -88,6 +108,7 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
     On a local or s3 lake delta-rs writes the first commit (milliseconds; Spark's CREATE TABLE
     took 0.7-1 s a table and 5.7 s for the first, the larger part of a fresh job's start-up).
     The table is the same to Spark: same schema, nullable columns, the same property."""
+    _ENSURED.add(str(path))
     if exists(spark, path):
         return
     parts = list(partition_by)
