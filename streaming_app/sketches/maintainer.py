@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 
 from core.faults import kill_point
-
 from streaming_app.sketches import outputs
 from streaming_app.sketches.delta_side import ProbeCache
 from streaming_app.sketches.progress import progress_listener

@@ -5,16 +5,21 @@ change up at its next batch."""
 from __future__ import annotations
 
 from connectors import delta_sink as sink
-from core.faults import kill_point
 from core.errors import ConfigError
+from core.faults import kill_point
 from operators.sketch_safety.registration import check_query, check_safe
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
-from streaming_app.sketches.registry import (SPARK_BOUNDARIES_ROWS, Registration, append_registration, as_parts,
-                                             compute_boundaries, read_registry)
+from streaming_app.sketches.registry import (
+    SPARK_BOUNDARIES_ROWS,
+    Registration,
+    append_registration,
+    as_parts,
+    compute_boundaries,
+    read_registry,
+)
 from streaming_app.sketches.snapshots import open_store, store_name, write_snapshot
 from streaming_app.sketches.tables import REGISTERED, SKETCHES, ensure_tables
-
 
 
 def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eager", *,
