@@ -175,6 +175,24 @@ class SnapshotStore:
                                 self._state(r["snapshot_id"]), r["config"], r["snapshot_id"], r["written_at"])
         return None
 
+    def oldest_versions(self) -> dict[str, int]:
+        """Mirror table -> the oldest version any kept snapshot reflects: from there on a restart
+        may read the table's change feed, so table maintenance keeps every file of the versions
+        after it (``connectors.maintenance``). Empty before the first snapshot."""
+        if self._local:
+            if not store.rs_is_table(self.path):
+                return {}
+            rows = store.rs_table(self.path).to_pyarrow_dataset().to_table(columns=["versions"]).to_pylist()
+        else:
+            if not sink.exists(self.spark, self.path):
+                return {}
+            rows = [r.asDict() for r in self.spark.read.format("delta").load(self.path).select("versions").collect()]
+        out: dict[str, int] = {}
+        for r in rows:
+            for t, v in dict(r["versions"] or {}).items():
+                out[t] = min(out.get(t, int(v)), int(v))
+        return out
+
     # -- bound ---------------------------------------------------------------------------------
     def drop(self, maintainer: str) -> int:
         """Delete every snapshot of ``maintainer`` (a dropped sketch); returns rows deleted."""
