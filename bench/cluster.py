@@ -47,8 +47,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
-from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
+from connectors.kafka import create_topics  # noqa: E402
+from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
+from devstack.process import free_port  # noqa: E402
+from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
 from streaming_app.cluster import StandaloneCluster  # noqa: E402
 from core.config import dump_toml, parse_config  # noqa: E402
 from streaming_app.demo_run import DEMO_DIR, DEMO_PARTITIONS, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402

@@ -100,7 +100,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--variants", default="submit,no-jars,c1")
     args = ap.parse_args()
-    from connectors.kafka_broker import free_port
+    from devstack.process import free_port
     from streaming_app.cluster import StandaloneCluster
 
     home = Path(tempfile.mkdtemp(prefix="ivmstream-bench-boot-"))

@@ -43,7 +43,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="the demo's --duration (default 60, as make demo)")
     args = ap.parse_args()
-    from connectors.local_process import free_port
+    from devstack.process import free_port
 
     before = load()
     cmd = [sys.executable, "-m", "streaming_app", "demo", "--duration", str(args.duration),

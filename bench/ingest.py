@@ -202,8 +202,8 @@ def step_medians(lake) -> dict:
 
 
 def trickle_run(root: Path, variant: str, bootstrap: str, rate: float, seconds: float) -> dict:
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer, RandomUpdates
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer, RandomUpdates
 
     work = Path(tempfile.mkdtemp(prefix=f"trickle-{variant}-", dir=root))
     topic = f"trickle.{variant}.{int(time.time() * 1000)}"
@@ -298,8 +298,10 @@ def main() -> int:
         args.records, args.batches, args.pairs, args.trickle_s = 20_000, "1000,5000", 1, 10.0
     sizes = [int(x) for x in args.batches.split(",")]
 
-    from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port
-    from connectors.producer import CdcProducer, RandomUpdates
+    from connectors.kafka import create_topics
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
+    from devstack.producer import CdcProducer, RandomUpdates
 
     root = Path(tempfile.mkdtemp(prefix="ivm-bench-ingest-"))
     broker = EmbeddedBroker(root / "kafka", port=free_port())
@@ -310,8 +312,8 @@ def main() -> int:
         import secrets
 
         from connectors import object_store
-        from connectors.s3_server import S3Server
         from core.config import S3Config
+        from devstack.s3_server import S3Server
 
         s3 = S3Server(root / "s3", port=free_port(), access_key="bench", secret_key=secrets.token_hex(16))
         print(f"starting the S3 server (S3Proxy) on {s3.endpoint}", flush=True)

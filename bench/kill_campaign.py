@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connectors.kafka_broker import EmbeddedBroker, free_port  # noqa: E402
+from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
+from devstack.process import free_port  # noqa: E402
 from tests.recovery.campaign import Campaign, make_point, plan_points, register_spec  # noqa: E402
 
 MAX_OFFSETS = 50

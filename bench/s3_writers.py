@@ -31,9 +31,9 @@ def main() -> int:
     import pyarrow as pa
 
     from connectors import object_store as store
-    from connectors.local_process import free_port
-    from connectors.s3_server import S3Server
     from core.config import S3Config
+    from devstack.process import free_port
+    from devstack.s3_server import S3Server
 
     srv = S3Server(Path(tempfile.mkdtemp(prefix="ivm-s3-writers-")), port=free_port())
     srv.start()

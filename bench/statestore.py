@@ -44,10 +44,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connectors.kafka_broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
-from connectors.local_process import descendants  # noqa: E402
-from connectors.producer import CdcProducer  # noqa: E402
+from connectors.kafka import create_topics  # noqa: E402
 from core.config import dump_toml, parse_config  # noqa: E402
+from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
+from devstack.process import descendants, free_port  # noqa: E402
+from devstack.producer import CdcProducer  # noqa: E402
 
 COLUMNS = {"id": "long", "g": "long", "v": "long", "p": "long"}
 

@@ -47,9 +47,11 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from connectors import delta_sink as sink  # noqa: E402
-from connectors.kafka_broker import EmbeddedBroker, free_port, reset_topics  # noqa: E402
-from connectors.producer import CdcProducer  # noqa: E402
+from connectors.kafka import reset_topics  # noqa: E402
 from core.config import parse_config  # noqa: E402
+from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
+from devstack.process import free_port  # noqa: E402
+from devstack.producer import CdcProducer  # noqa: E402
 
 COLS = {
     "orders": (["o_orderkey"], {"o_orderkey": "long", "o_custkey": "long", "o_totalprice": "decimal(15,2)",

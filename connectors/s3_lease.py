@@ -22,8 +22,8 @@ import time
 import uuid
 
 from connectors import object_store as store
-from connectors.local_process import alive
 from core.errors import IvmError
+from core.process import alive
 
 LEASE_NAME = "_ivmstream.lease"
 LEASE_S = 60.0  # a lease not renewed for this long is free

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from connectors.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
+from devstack.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
 from core.errors import ConfigError, IvmError
 from core.config import ENV, REPO_ROOT, env
 from streaming_app.settings import load_config
@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def _broker(args):
-    from connectors.kafka_broker import EmbeddedBroker
+    from devstack.kafka_broker import EmbeddedBroker
 
     return EmbeddedBroker(Path(args.dir), port=args.port)
 
@@ -67,7 +67,7 @@ def cmd_broker(args) -> int:
 
 
 def cmd_s3(args) -> int:
-    from connectors import s3_server
+    from devstack import s3_server
 
     srv = s3_server.S3Server(Path(args.dir), port=args.port, bucket=args.bucket,
                              access_key=env("aws_access_key_id", s3_server.LOCAL_ACCESS_KEY),
@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
 def cmd_produce(args) -> int:
     from tqdm import tqdm
 
-    from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows
+    from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows
 
     cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers)
     table = cfg.table(args.table)
@@ -120,7 +120,7 @@ def cmd_produce(args) -> int:
     # missing or unreadable file would otherwise end in a traceback after the broker timeouts.
     rows = live = edges = None
     if args.file and Path(args.file).suffix.lower() in (".edges", ".el"):
-        from connectors.producer import read_edge_list
+        from devstack.producer import read_edge_list
 
         _readable(args.file, "--file")
         if len(table.column_names) < 2:
@@ -133,7 +133,7 @@ def cmd_produce(args) -> int:
     elif not args.edges_workload and args.seed_file:
         _readable(args.seed_file, "--seed-file")
         live = _read(lambda: conform(table, read_rows(args.seed_file)), args.seed_file)
-    from connectors.kafka_broker import BrokerError, create_topics, unreachable
+    from connectors.kafka import BrokerError, create_topics, unreachable
 
     why = unreachable(cfg.kafka.bootstrap_servers)
     if why:
@@ -191,7 +191,7 @@ def _read(load, path: str):
 
 def _edge_workload(args, table):
     """Signed edge stream of a triangle workload, as Debezium events on the edge table."""
-    from connectors.producer import edge_events
+    from devstack.producer import edge_events
     from operators.triangles import workloads as w
 
     if args.edges_workload == "powerlaw":

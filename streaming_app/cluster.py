@@ -23,8 +23,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
 from core.errors import IvmError
+from core.process import alive
+from devstack.process import LOOPBACK, cmdline, port_open, reap, tail, terminate
 
 MASTER_MAIN = "org.apache.spark.deploy.master.Master"
 WORKER_MAIN = "org.apache.spark.deploy.worker.Worker"

@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 from connectors import object_store as store
-from connectors.kafka_broker import EmbeddedBroker, reset_topics
-from connectors.producer import CdcProducer, RandomUpdates, conform, read_rows
+from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
+from devstack.kafka_broker import EmbeddedBroker
+from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows
 from streaming_app.settings import load_config
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"

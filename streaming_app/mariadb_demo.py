@@ -3,7 +3,7 @@
 MariaDB (ours, in var/mariadb) -> Debezium's MySQL connector in Kafka Connect (ours, in
 var/connect) -> the embedded Kafka broker -> the job -> Delta. Services are started unless they
 run, and stopped at the end if the demo started them. The database `ivmstream_demo` is made
-anew; a seeded history (streaming_app.mariadb_history) runs in it while the job runs; when the
+anew; a seeded history (devstack.mariadb_history) runs in it while the job runs; when the
 job has applied the history's last change, the summary compares every mirror with its MariaDB
 table value for value (differences Debezium itself introduces are counted under their names)
 and the triangle count with a recount.
@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from connectors.kafka_broker import EmbeddedBroker, reset_topics
+from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
+from devstack.kafka_broker import EmbeddedBroker
+from devstack.mariadb_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.settings import parse_config
-from streaming_app.mariadb_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 
 VAR = REPO_ROOT / "var"
@@ -46,7 +47,7 @@ def demo_config(port: int, bootstrap: str, connect_url: str, ui: bool, run: str 
 
 def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port: int, ui: bool,
                      connect_port: int = 8083, ui_port: int = 4040) -> int:
-    from connectors.kafka_connect import EmbeddedConnect
+    from devstack.kafka_connect import EmbeddedConnect
     from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
@@ -57,8 +58,8 @@ def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port
 
 
 def _run_mariadb_demo(duration_s: float, broker, connect, port: int, ui: bool, ui_port: int) -> int:
-    from connectors.kafka_connect import connector_properties, rest
-    from connectors.mariadb import EmbeddedMariaDb
+    from connectors.connect import connector_properties, rest
+    from devstack.mariadb import EmbeddedMariaDb
     from streaming_app.preflight import empty_folder
 
     db = EmbeddedMariaDb(VAR / "mariadb", port=port)

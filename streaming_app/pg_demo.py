@@ -3,7 +3,7 @@
 PostgreSQL (ours, in var/postgres) -> the Debezium PostgreSQL connector in Kafka Connect (ours,
 in var/connect) -> the embedded Kafka broker -> the job -> Delta. Each service is started
 unless it already runs, and stopped at the end if the demo started it. The demo database
-`ivmstream_demo` is made anew; a seeded history (streaming_app.pg_history) runs in it while
+`ivmstream_demo` is made anew; a seeded history (devstack.pg_history) runs in it while
 the job runs; when the job has applied the history's last change, the summary compares every
 mirror with its PostgreSQL table value for value and the triangle count with a recount.
 """
@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from connectors.kafka_broker import EmbeddedBroker, reset_topics
+from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
+from devstack.kafka_broker import EmbeddedBroker
+from devstack.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.settings import parse_config
-from streaming_app.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
 from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 
 VAR = REPO_ROOT / "var"
@@ -56,7 +57,7 @@ def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
 
 def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool,
                 connect_port: int = 8083, ui_port: int = 4040) -> int:
-    from connectors.kafka_connect import EmbeddedConnect
+    from devstack.kafka_connect import EmbeddedConnect
     from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
@@ -67,8 +68,8 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
 
 
 def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_port: int) -> int:
-    from connectors.kafka_connect import connector_properties, rest
-    from connectors.postgres import EmbeddedPostgres
+    from connectors.connect import connector_properties, rest
+    from devstack.postgres import EmbeddedPostgres
     from streaming_app.preflight import empty_folder
 
     pg = EmbeddedPostgres(VAR / "postgres", port=pg_port)

@@ -123,7 +123,7 @@ def wait_for_broker(bootstrap: str, *, give_up_at: float | None = None,
                     say: Callable[[str], None] = print) -> None:
     """Return once a server of ``bootstrap`` accepts a connection. While none does, say so at
     once and again every few seconds; past ``give_up_at`` (monotonic) raise BrokerError."""
-    from connectors.kafka_broker import BrokerError, unreachable
+    from connectors.kafka import BrokerError, unreachable
 
     t0 = time.monotonic()
     why = unreachable(bootstrap, timeout_s=2.0)
@@ -142,7 +142,7 @@ def check_topics(cfg) -> None:
     """Every topic the tables read exists on the broker."""
     from kafka import KafkaAdminClient
 
-    from connectors.kafka_broker import BrokerError
+    from connectors.kafka import BrokerError
 
     admin = KafkaAdminClient(bootstrap_servers=cfg.kafka.bootstrap_servers, client_id="ivmstream-preflight")
     try:

@@ -160,7 +160,7 @@ class BrokerWatch:
         if now < self.next:
             return
         self.next = now + self.every_s
-        from connectors.kafka_broker import unreachable
+        from connectors.kafka import unreachable
 
         why = unreachable(self.bootstrap, timeout_s=1.0)
         if why and self.down_since is None:

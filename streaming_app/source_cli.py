@@ -56,7 +56,7 @@ def _print_status(st: dict) -> int:
 
 
 def cmd_postgres(args) -> int:
-    from connectors.postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
 
     port = args.port if args.port is not None else _port(env("pg_port"), 5432, "pg_port")
     pg = EmbeddedPostgres(Path(args.dir), port=port)
@@ -75,7 +75,7 @@ def cmd_postgres(args) -> int:
 
 
 def cmd_mariadb(args) -> int:
-    from connectors.mariadb import EmbeddedMariaDb
+    from devstack.mariadb import EmbeddedMariaDb
 
     port = args.port if args.port is not None else _port(env("mariadb_port"), 3306, "mariadb_port")
     db = EmbeddedMariaDb(Path(args.dir), port=port)
@@ -98,12 +98,12 @@ def _bootstrap(args) -> str:
 
 
 def cmd_connect(args) -> int:
-    from connectors.kafka_connect import EmbeddedConnect
+    from devstack.kafka_connect import EmbeddedConnect
 
     if args.action == "register":
         return _register(args)
     if args.action == "properties":
-        from connectors.kafka_connect import connector_properties
+        from connectors.connect import connector_properties
 
         if not args.config:
             raise ConfigError("connect properties needs --config (the job whose [debezium] section and "
@@ -126,8 +126,8 @@ def cmd_connect(args) -> int:
 
 
 def _register(args) -> int:
-    from connectors.kafka_broker import create_topics
-    from connectors.kafka_connect import connector_properties, rest, wait_running
+    from connectors.connect import connector_properties, rest, wait_running
+    from connectors.kafka import create_topics
 
     if not args.config:
         raise ConfigError("connect register needs --config (the job whose [debezium] section and "

@@ -30,7 +30,7 @@ from core.config import REPO_ROOT, JobConfig
 from core.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET_LOG4J
 
-PACKAGES = ("core", "streaming_app", "operators", "state", "connectors")
+PACKAGES = ("core", "streaming_app", "operators", "state", "connectors", "devstack")
 PY_FILES = REPO_ROOT / "dist" / "ivmstream.zip"
 MAIN = REPO_ROOT / "streaming_app" / "__main__.py"
 STDERR_FILTER = REPO_ROOT / "streaming_app" / "stderr_filter.py"

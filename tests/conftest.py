@@ -18,7 +18,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    from connectors.kafka_broker import EmbeddedBroker, free_port
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
 
     broker = EmbeddedBroker(tmp_path_factory.mktemp("kafka"), port=free_port())
     broker.start()
@@ -31,8 +32,8 @@ def s3_server(tmp_path_factory):
     """One real S3-API server (S3Proxy, `ivmstream s3`'s code) on a free loopback port, its bucket
     made. ``s3_server.lake("x")`` is a lake root in it (``s3a://lake/x``), ``s3_server.s3_section()``
     the job config's ``[s3]`` section that reaches it."""
-    from connectors.kafka_broker import free_port
-    from connectors.s3_server import S3Server
+    from devstack.process import free_port
+    from devstack.s3_server import S3Server
 
     srv = S3Server(tmp_path_factory.mktemp("s3"), port=free_port(), access_key="test-key",
                    secret_key="test-secret-key")
@@ -64,8 +65,8 @@ def postgres():
     import tempfile
     from pathlib import Path
 
-    from connectors.kafka_broker import free_port
-    from connectors.postgres import EmbeddedPostgres
+    from devstack.postgres import EmbeddedPostgres
+    from devstack.process import free_port
 
     home = Path(tempfile.mkdtemp(prefix="ivmstream-pg-"))
     # A throwaway test cluster: no fsync, so start-up and commits cost no disk flushes.
@@ -84,8 +85,8 @@ def mariadb():
     import tempfile
     from pathlib import Path
 
-    from connectors.kafka_broker import free_port
-    from connectors.mariadb import EmbeddedMariaDb
+    from devstack.mariadb import EmbeddedMariaDb
+    from devstack.process import free_port
 
     home = Path(tempfile.mkdtemp(prefix="ivmstream-mariadb-"))
     # A throwaway test server: no flush at each commit.
@@ -99,8 +100,8 @@ def mariadb():
 @pytest.fixture(scope="session")
 def kafka_connect(kafka_broker, tmp_path_factory):
     """One Kafka Connect worker (with the Debezium PostgreSQL connector) on the test broker."""
-    from connectors.kafka_broker import free_port
-    from connectors.kafka_connect import EmbeddedConnect
+    from devstack.kafka_connect import EmbeddedConnect
+    from devstack.process import free_port
 
     connect = EmbeddedConnect(tmp_path_factory.mktemp("connect"), port=free_port(),
                               bootstrap=kafka_broker.bootstrap)

@@ -135,7 +135,7 @@ def _job_config(pg, tables: dict[str, str], prefix: str, slot: str, decimal="pre
 
 
 def test_real_chain_records(postgres, kafka_connect, kafka_broker):
-    from connectors.kafka_connect import connector_properties, rest
+    from connectors.connect import connector_properties, rest
 
     t0 = time.monotonic()
     pg = postgres

@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from connectors.mariadb import DB_USER, LOOPBACK
+from devstack.mariadb import DB_USER
+from devstack.process import LOOPBACK
 
 pytestmark = pytest.mark.mariadb
 

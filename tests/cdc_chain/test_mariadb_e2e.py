@@ -1,6 +1,6 @@
 """Issue 25's acceptance: MariaDB -> Debezium's MySQL connector (Kafka Connect) -> Kafka -> the job.
 
-No hand-written Debezium JSON: a seeded history (streaming_app.mariadb_history) runs in a real
+No hand-written Debezium JSON: a seeded history (devstack.mariadb_history) runs in a real
 MariaDB while three real connectors capture it, each into its own topics and its own job:
 Debezium's default modes ("def"), decimal.handling.mode=string + time.precision.mode=connect +
 bigint.unsigned.handling.mode=long ("str"), and the ExtractNewRecordState transform in rewrite
@@ -20,10 +20,10 @@ import time
 import networkx as nx
 import pytest
 
-from connectors.kafka_connect import connector_properties, rest
+from connectors.connect import connector_properties, rest
+from devstack import mariadb_history as H
 from operators.sketch import RangePartition
 from tests.oracles.sketch_reference import reference_sketch
-from streaming_app import mariadb_history as H
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketches.tables import bits_to_ids

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka_broker import free_port
-from connectors.postgres import DB_USER, LOOPBACK, EmbeddedPostgres
+from devstack.postgres import DB_USER, EmbeddedPostgres
+from devstack.process import LOOPBACK, free_port
 
 pytestmark = pytest.mark.postgres
 

@@ -18,13 +18,13 @@ import networkx as nx
 import pyarrow as pa
 import pytest
 
-from connectors.kafka_connect import connector_properties
+from connectors.connect import connector_properties
+from devstack.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches, pg_rows
 from operators.sketch import RangePartition
 from tests.oracles.sketch_reference import reference_sketch
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketches.tables import bits_to_ids
-from streaming_app.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches, pg_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
 

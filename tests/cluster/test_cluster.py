@@ -20,9 +20,10 @@ import networkx as nx
 import pytest
 
 from connectors import object_store as store
-from connectors.kafka_broker import create_topics, free_port
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
 from core.config import REPO_ROOT, dump_toml
+from devstack.process import free_port
+from devstack.producer import CdcProducer
 from streaming_app.settings import parse_config
 from tests.platform.cdc_fixture import History
 from tests.platform.test_graph_e2e import _send
@@ -60,7 +61,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def _free_run(n: int) -> int:
     """A port p with p .. p+n-1 free (the workers' UIs follow the master's)."""
-    from connectors.local_process import port_open
+    from devstack.process import port_open
 
     while True:
         p = free_port()
@@ -255,7 +256,7 @@ def test_lake_on_the_s3_server_driver_sigkill_then_restart(cluster, kafka_broker
 def _executors(cluster) -> list[int]:
     """The executor JVMs the cluster's workers run now for the newest application (an ended
     one's may still be going away)."""
-    from connectors.local_process import descendants
+    from devstack.process import descendants
 
     found = {}
     for name in ("worker-1", "worker-2"):

@@ -45,7 +45,7 @@ def test_submit_refuses_bad_or_silent_master(capsys, tmp_path):
     cfg = tmp_path / "job.toml"
     cfg.write_text('[job]\nname = "j"\n[[tables]]\nname = "t"\ntopic = "t"\nprimary_key = ["id"]\n'
                    'columns = { id = "long" }\n')
-    from connectors.local_process import free_port
+    from devstack.process import free_port
 
     port = free_port()  # nothing listens there
     err = _error(capsys, ["submit", "--config", str(cfg), "--master", f"spark://127.0.0.1:{port}"])

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
+from connectors.connect import connector_properties
 from connectors.debezium import decode_batch
-from connectors.kafka_connect import connector_properties
 from core import errors as E
 from core.errors import ConfigError
 from streaming_app.settings import parse_config

@@ -12,8 +12,8 @@ import random
 from decimal import Decimal
 
 from connectors.debezium_types import PLACEHOLDER
-from connectors.producer import CdcProducer, envelope, key_of
 from core import errors as E
+from devstack.producer import CdcProducer, envelope, key_of
 from streaming_app.settings import parse_config
 
 

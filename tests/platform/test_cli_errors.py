@@ -270,8 +270,9 @@ CONFIG_CASES = [
 @pytest.fixture
 def guarded(monkeypatch):
     """Spark and Kafka entry points that fail the test if a bad input reaches them."""
-    import connectors.kafka_broker as kb
-    import connectors.producer as producer
+    import connectors.kafka as kafka
+    import devstack.kafka_broker as kb
+    import devstack.producer as producer
     import streaming_app.demo_run as demo_run
     import streaming_app.runner as runner
     import streaming_app.sketches.cli as sketch_cli
@@ -286,7 +287,7 @@ def guarded(monkeypatch):
     monkeypatch.setattr(demo_run, "run_demo", reached("the demo"))
     monkeypatch.setattr(spark_session, "build_session", reached("Spark (build_session)"))
     monkeypatch.setattr(sketch_cli, "_spark", reached("Spark (sketch command)"))
-    monkeypatch.setattr(kb, "create_topics", reached("Kafka (create_topics)"))
+    monkeypatch.setattr(kafka, "create_topics", reached("Kafka (create_topics)"))
     monkeypatch.setattr(kb, "EmbeddedBroker", reached("the broker"))
     monkeypatch.setattr(producer, "CdcProducer", reached("Kafka (producer)"))
     for var in ("IVMSTREAM_CONFIG", "IVMSTREAM_BOOTSTRAP_SERVERS", "IVMSTREAM_SPARK_MASTER",

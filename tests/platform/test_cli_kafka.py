@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from connectors.kafka_broker import EmbeddedBroker, free_port
 from core.config import dump_toml
+from devstack.kafka_broker import EmbeddedBroker
+from devstack.process import free_port
 
 pytestmark = [pytest.mark.kafka]
 

@@ -106,7 +106,7 @@ def test_broker_stop_signals_only_our_broker(tmp_path):
     import sys
     import time
 
-    from connectors.kafka_broker import EmbeddedBroker
+    from devstack.kafka_broker import EmbeddedBroker
 
     b = EmbeddedBroker(tmp_path / "kafka")
     b.home.mkdir()
@@ -145,7 +145,7 @@ def test_broker_stop_signals_only_our_broker(tmp_path):
 
 
 def test_broker_retention_is_bounded(tmp_path):
-    from connectors.kafka_broker import RETENTION_BYTES, EmbeddedBroker
+    from devstack.kafka_broker import RETENTION_BYTES, EmbeddedBroker
 
     b = EmbeddedBroker(tmp_path)
     b._write_config(controller_port=1)
@@ -157,7 +157,7 @@ def test_broker_retention_is_bounded(tmp_path):
 
 _UI_PROBE = """
 import sys
-from connectors.kafka_broker import free_port
+from devstack.process import free_port
 from streaming_app.settings import parse_config
 from streaming_app.spark_session import SessionOptions, build_session
 

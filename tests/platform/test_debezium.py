@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 
 from connectors.debezium import decode_batch, net_changes
-from connectors.producer import envelope
 from core import errors as E
+from devstack.producer import envelope
 from streaming_app.settings import parse_config
 
 CFG = parse_config({
@@ -254,7 +254,7 @@ def test_any_bytes_are_decoded_or_rejected_never_raised(key, value):
                                        "nanoseconds", "isostring"])
 @pytest.mark.parametrize("with_schema", [False, True])
 def test_producer_writes_what_debezium_writes_in_every_mode(decimal_mode, time_mode, with_schema):
-    from connectors.producer import key_of
+    from devstack.producer import key_of
 
     cfg = parse_config({"tables": [{
         "name": "t", "topic": "t", "primary_key": ["id", "day"], "not_null": ["price"],

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.debezium import decode_batch
-from connectors.producer import RandomUpdates, envelope, key_of
+from devstack.producer import RandomUpdates, envelope, key_of
 from streaming_app.settings import parse_config
 from streaming_app.decode_stage import _slice_decoder, merge, offset_ranges
 

@@ -9,8 +9,8 @@ import random
 import networkx as nx
 import pytest
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from core import errors as E
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job

@@ -10,9 +10,9 @@ import signal
 import networkx as nx
 import pytest
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
 from core.config import dump_toml
+from devstack.producer import CdcProducer
 from streaming_app.settings import parse_config
 from tests.platform.test_graph_e2e import _send
 from tests.platform.test_recovery import _run

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from streaming_app.runner import run_job
 from tests.platform.cdc_fixture import History, job_config
 

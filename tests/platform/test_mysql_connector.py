@@ -2,7 +2,7 @@
 
 import pytest
 
-from connectors.kafka_connect import connector_properties
+from connectors.connect import connector_properties
 from core.errors import ConfigError
 from streaming_app.settings import parse_config
 

@@ -119,7 +119,7 @@ def test_the_lock_goes_with_its_holder(tmp_path):
 
 def test_a_second_demo_wipes_nothing_of_the_first(tmp_path, capsys, holder, monkeypatch):
     """The demo takes its folders' locks before it starts a broker or empties anything."""
-    from connectors import kafka_broker
+    from devstack import kafka_broker
     from streaming_app import demo_run
     from streaming_app.settings import load_config
 
@@ -135,7 +135,7 @@ def test_a_second_demo_wipes_nothing_of_the_first(tmp_path, capsys, holder, monk
 
 
 def test_no_broker_a_line_at_once_then_retries_then_an_error(tmp_path, capsys, monkeypatch):
-    from connectors.local_process import free_port
+    from devstack.process import free_port
 
     monkeypatch.setattr(preflight, "BROKER_RETRY_S", 0.3)
     f = config(tmp_path)
@@ -203,7 +203,7 @@ def test_the_batch_line_carries_the_sketch_figures_and_never_an_empty_list():
 
 _UI_HANGUP = """
 import socket, struct, sys
-from connectors.local_process import free_port
+from devstack.process import free_port
 from core.config import SparkConfig
 from streaming_app.spark_session import SessionOptions, build_session
 spark = build_session(SparkConfig(master="local[1]", ui_port=free_port()), SessionOptions(app_name="ui", ui=True))

@@ -105,8 +105,8 @@ def test_a_bucket_that_does_not_answer_is_one_line_before_spark(tmp_path):
     import subprocess
     import sys
 
-    from connectors.local_process import free_port
     from core.config import dump_toml
+    from devstack.process import free_port
 
     data = {"job": {"name": "nobucket", "lake_root": "s3a://lake/x", "checkpoint_root": str(tmp_path / "ck")},
             "s3": {"endpoint": f"http://127.0.0.1:{free_port()}", "access_key": "AK", "secret_key": SECRET},

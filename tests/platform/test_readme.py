@@ -59,8 +59,8 @@ def test_reading_the_lake_blocks_run_on_a_demo_lake(tmp_path, monkeypatch, kafka
 
     import deltalake
 
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer, conform, read_rows
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer, conform, read_rows
     from streaming_app.settings import load_config
     from streaming_app.demo_run import DEMO_DIR, TPCH_TABLES, EdgeChanges, tpch_subset
     from streaming_app.runner import run_job

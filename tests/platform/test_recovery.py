@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
-from connectors.kafka_broker import create_topics
+from connectors.kafka import create_topics
 from tests.jobproc import run_job_process
-from connectors.producer import CdcProducer
+from devstack.producer import CdcProducer
 from core.config import dump_toml
 from tests.platform.cdc_fixture import History, job_config
 

@@ -15,9 +15,9 @@ import networkx as nx
 import pytest
 
 from connectors import object_store as store
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
 from core.config import dump_toml
+from devstack.producer import CdcProducer
 from streaming_app.settings import parse_config
 from tests.jobproc import run_job_process
 from tests.platform.cdc_fixture import History

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from connectors.local_process import free_port
+from devstack.process import free_port
 
 pytestmark = [pytest.mark.s3]
 

@@ -11,8 +11,8 @@ import deltalake
 import pytest
 
 from connectors.delta_sink import latest_version
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from streaming_app.runner import run_job
 from tests.platform.cdc_fixture import History, job_config
 

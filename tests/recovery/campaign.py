@@ -37,9 +37,9 @@ from pathlib import Path
 import networkx as nx
 import pyarrow as pa
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
 from core.config import dump_toml
+from devstack.producer import CdcProducer
 from streaming_app.settings import parse_config
 from tests.platform.cdc_fixture import History, job_config
 from tests.platform.test_graph_e2e import _send as send_edges

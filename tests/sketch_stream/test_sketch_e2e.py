@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from connectors.delta_sink import latest_version
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer, RandomUpdates, conform
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer, RandomUpdates, conform
 from operators.sketch import RangePartition
 from tests.oracles.sketch_reference import reference_sketch
 from core.config import dump_toml

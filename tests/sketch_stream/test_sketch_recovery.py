@@ -12,9 +12,9 @@ import signal
 
 import pytest
 
-from connectors.kafka_broker import create_topics
+from connectors.kafka import create_topics
 from tests.jobproc import run_job_process
-from connectors.producer import CdcProducer
+from devstack.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from tests.oracles.sketch_reference import reference_sketch
 from core.config import dump_toml

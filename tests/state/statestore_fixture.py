@@ -6,7 +6,7 @@ import random
 
 import pyarrow as pa
 
-from connectors.producer import envelope
+from devstack.producer import envelope
 
 COLUMNS = {"id": "long", "g": "long", "v": "long", "p": "long"}
 BOUNDS = [0, 25, 50, 75, 100]

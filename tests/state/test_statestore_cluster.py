@@ -21,10 +21,10 @@ import time
 
 import pytest
 
-from connectors.kafka_broker import create_topics
-from connectors.local_process import descendants
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
 from core.config import dump_toml
+from devstack.process import descendants
+from devstack.producer import CdcProducer
 from streaming_app.settings import parse_config
 from tests.state.statestore_fixture import check_sketch_outputs, config_data, final_rows, history, send
 

@@ -33,8 +33,8 @@ import pyarrow as pa
 import pytest
 
 from connectors.delta_sink import arrow_schema
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
 from core.config import dump_toml
 from streaming_app.settings import parse_config

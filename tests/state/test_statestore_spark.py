@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from operators.keyed.cdc import decode_page
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job

@@ -26,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail
 from core.errors import IvmError
+from core.process import alive
+from devstack.process import LOOPBACK, cmdline, port_open, reap, tail
 
 SERVER_USER = "postgres"  # the OS user that runs the server when we are root
 DB_USER = "postgres"      # the superuser initdb creates (Debezium connects as it)

@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, cmdline, port_open, reap, tail, terminate
 from core.errors import IvmError
+from core.process import alive
+from devstack.process import LOOPBACK, cmdline, port_open, reap, tail, terminate
 
 SERVER_ID = 223306  # the server's id in the replication topology; connectors take others
 DB_USER = "root"

@@ -11,17 +11,16 @@ or up to 1 GiB per partition, whichever ends first (``RETENTION_HOURS``, ``RETEN
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, free_port, port_open, runs_with, tail, terminate
-from core.errors import IvmError
+from connectors.kafka import BrokerError
 from core.jars import kafka_classpath
+from core.process import alive
+from devstack.process import LOOPBACK, free_port, port_open, runs_with, tail, terminate
 
 KAFKA_MAIN = "kafka.Kafka"
 # Bounded CDC history. A week and 1 GiB per partition hold every test, the demo and the
@@ -32,9 +31,6 @@ RETENTION_HOURS = 168
 RETENTION_BYTES = 1 << 30
 SEGMENT_BYTES = 128 << 20  # retention deletes whole segments: keep them well under the bound
 
-
-class BrokerError(IvmError):
-    code = "IVM500"
 
 
 
@@ -246,60 +242,3 @@ def _cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
-
-
-
-
-def unreachable(bootstrap: str, timeout_s: float = 3.0) -> str | None:
-    """Why no server of ``bootstrap`` (host:port,...) accepts a TCP connection, or None if one
-    does. A probe of a second or so, where the Kafka client would retry for 30 s."""
-    reasons = []
-    for part in bootstrap.split(","):
-        host, _, port = part.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-                return None
-        except (OSError, ValueError) as e:
-            reasons.append(f"{part.strip()}: {getattr(e, 'strerror', None) or e}")
-    return "; ".join(reasons)
-
-
-def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
-    """Create the topics that do not exist yet (idempotent)."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
-    try:
-        existing = set(admin.list_topics())
-        new = [NewTopic(t, num_partitions=partitions, replication_factor=1)
-               for t in topics if t not in existing]
-        if new:
-            admin.create_topics(new)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not {t.name for t in new} <= set(admin.list_topics()):
-                time.sleep(0.2)
-    finally:
-        admin.close()
-
-
-def reset_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
-    """Delete the topics that exist and create them empty (a rerun starts from nothing)."""
-    from kafka import KafkaAdminClient
-    from kafka.errors import UnknownTopicOrPartitionError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
-    try:
-        existing = [t for t in topics if t in set(admin.list_topics())]
-        if existing:
-            try:
-                admin.delete_topics(existing)
-            except UnknownTopicOrPartitionError:
-                pass
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and set(existing) & set(admin.list_topics()):
-                time.sleep(0.3)
-            time.sleep(1.0)
-    finally:
-        admin.close()
-    create_topics(bootstrap, topics, partitions)

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from core.process import alive
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -29,21 +31,6 @@ def port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((LOOPBACK, port)) == 0
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); treat it as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def cmdline(pid: int) -> list[str]:

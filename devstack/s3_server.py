@@ -25,9 +25,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from connectors.local_process import LOOPBACK, alive, port_open, runs_with, tail, terminate
 from core.errors import IvmError
 from core.jars import s3proxy_classpath
+from core.process import alive
+from devstack.process import LOOPBACK, port_open, runs_with, tail, terminate
 
 S3PROXY_MAIN = "org.gaul.s3proxy.Main"
 DEFAULT_PORT = 9333
