@@ -14,22 +14,20 @@ connectors.connect.
 
 from __future__ import annotations
 
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.connect import ConnectError, quote_name, rest, wait_running
 from core.jars import connect_classpath
-from core.process import alive
-from devstack.process import LOOPBACK, cmdline, port_open, tail, terminate
+from devstack.process import LOOPBACK
+from devstack.server import JvmServer
 
+CONNECT_MAIN = "org.apache.kafka.connect.cli.ConnectDistributed"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 
 
-
 @dataclass
-class EmbeddedConnect:
+class EmbeddedConnect(JvmServer):
     """One distributed Kafka Connect worker; ``home`` holds its properties, log and pid."""
 
     home: Path
@@ -39,40 +37,22 @@ class EmbeddedConnect:
     # The worker group and its internal topics; distinct groups can share one broker.
     group: str = "ivmstream-connect"
 
-    def __post_init__(self) -> None:
-        self.home = Path(self.home).absolute()
+    title = "Kafka Connect"
+    kind = "Kafka Connect worker"
+    stem = "connect"
+    error = ConnectError
+    main_class = CONNECT_MAIN
+    start_timeout_s = 120.0
 
     @property
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
     @property
-    def pid_file(self) -> Path:
-        return self.home / "connect.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "connect.log"
-
-    @property
     def config_file(self) -> Path:
         return self.home / "connect-distributed.properties"
 
     # ---- process ----------------------------------------------------------------------
-    def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if self._is_ours(pid) else None
-
-    def _is_ours(self, pid: int) -> bool:
-        """A live JVM running ConnectDistributed with our properties file (not a reused pid)."""
-        if not alive(pid):
-            return False
-        args = cmdline(pid)
-        return "org.apache.kafka.connect.cli.ConnectDistributed" in args and str(self.config_file) in args
-
     def _write_config(self) -> None:
         props = {
             "bootstrap.servers": self.bootstrap,
@@ -107,79 +87,27 @@ class EmbeddedConnect:
         }
         self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
-    def _log4j(self) -> Path:
-        p = self.home / "log4j2.properties"
-        p.write_text(
-            "rootLogger.level=INFO\nrootLogger.appenderRef.f.ref=F\n"
-            "appender.f.type=File\nappender.f.name=F\n"
-            f"appender.f.fileName={self.log_file}\n"
-            "appender.f.layout.type=PatternLayout\n"
-            "appender.f.layout.pattern=[%d] %p %m (%c)%n\n"
-            # The clients' config dumps are long and say nothing new after the first start.
-            "logger.cfg.name=org.apache.kafka.common.config.AbstractConfig\nlogger.cfg.level=WARN\n"
-            "logger.reflections.name=org.reflections\nlogger.reflections.level=ERROR\n"
-        )
-        return p
-
-    def start(self, timeout_s: float = 120.0) -> "EmbeddedConnect":
-        """Start the worker (or find it running) and return once its REST API answers."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        running = self.pid()
-        if running:
-            self._wait_ready(timeout_s, running)
-            return self
-        if port_open(self.port):
-            raise ConnectError(f"port {self.port} is already taken by another process; "
-                               "choose another with --port")
+    def launch(self, timeout_s: float) -> int:
         self._write_config()
-        out = open(self.home / "connect.out", "ab")
-        proc = subprocess.Popen(
-            ["java", f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseSerialGC",
-             # C1 only: the worker moves a few records a second here, and skipping C2 cuts
-             # start-up on a 2-core machine.
-             "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-             f"-Dlog4j2.configurationFile={self._log4j()}",
-             "-cp", connect_classpath(),
-             "org.apache.kafka.connect.cli.ConnectDistributed", str(self.config_file)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        out.close()
-        self.pid_file.write_text(str(proc.pid))
-        self._wait_ready(timeout_s, proc.pid)
-        return self
+        # The clients' config dumps are long and say nothing new after the first start.
+        log4j = self.write_log4j2("INFO", {"org.apache.kafka.common.config.AbstractConfig": "WARN",
+                                           "org.reflections": "ERROR"})
+        return self.spawn(self.java(
+            connect_classpath(), "-Xms128m", "-XX:+UseSerialGC",
+            # C1 only: the worker moves a few records a second here, and skipping C2 cuts
+            # start-up on a 2-core machine.
+            "-XX:TieredStopAtLevel=1", "-Xshare:auto", f"-Dlog4j2.configurationFile={log4j}",
+            args=(str(self.config_file),)))
 
-    def _wait_ready(self, timeout_s: float, pid: int) -> None:
+    def why_not_ready(self) -> str | None:
         """REST answers and the worker has joined its group (GET /connectors works then)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                raise ConnectError(f"Kafka Connect (pid {pid}) exited during start-up:\n"
-                                   f"{tail(self.home / 'connect.out')}{tail(self.log_file)}")
-            try:
-                self._request("GET", "/connectors", timeout=3)
-                return
-            except (ConnectError, OSError):
-                pass
-            time.sleep(0.2)
-        raise ConnectError(f"Kafka Connect REST on port {self.port} not ready after {timeout_s:.0f}s; "
-                           f"see {self.log_file}")
+        try:
+            self._request("GET", "/connectors", timeout=3)
+            return None
+        except (ConnectError, OSError):
+            return "its REST API does not answer GET /connectors"
 
-    def stop(self, timeout_s: float = 30.0) -> bool:
-        """End the recorded worker process (checked to be ours); True if one was running."""
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        terminate(pid, timeout_s, still_ours=self._is_ours)  # its shutdown hook stops tasks, flushes offsets
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def status(self, name: str | None = None) -> dict:
-        """The worker's state, or with ``name`` that connector's REST status."""
-        if name is not None:
-            return self.connector_status(name)
-        pid = self.pid()
+    def address(self) -> dict:
         bootstrap = self.bootstrap
         try:  # the broker the worker was started with, which may differ from ours
             for line in self.config_file.read_text().splitlines():
@@ -187,9 +115,14 @@ class EmbeddedConnect:
                     bootstrap = line.split("=", 1)[1]
         except OSError:
             pass
-        st = {"running": pid is not None, "pid": pid, "url": self.url, "bootstrap": bootstrap,
-              "home": str(self.home), "ready": False, "connectors": []}
-        if pid is not None:
+        return {"url": self.url, "bootstrap": bootstrap}
+
+    def status(self, name: str | None = None) -> dict:
+        """The worker's state, or with ``name`` that connector's REST status."""
+        if name is not None:
+            return self.connector_status(name)
+        st = {**super().status(), "ready": False, "connectors": []}
+        if st["running"]:
             try:
                 st["connectors"] = self._request("GET", "/connectors", timeout=3)
                 st["ready"] = True

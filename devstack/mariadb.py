@@ -15,16 +15,17 @@ Debezium connects as that root (it holds the replication privileges the connecto
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pymysql
+
 from core.errors import IvmError
-from core.process import alive
-from devstack.process import LOOPBACK, cmdline, port_open, reap, tail, terminate
+from devstack.process import LOOPBACK, cmdline
+from devstack.server import DatabaseServer
 
 SERVER_ID = 223306  # the server's id in the replication topology; connectors take others
 DB_USER = "root"
@@ -46,7 +47,7 @@ def _binary(name: str, *where: str) -> str:
 
 
 @dataclass
-class EmbeddedMariaDb:
+class EmbeddedMariaDb(DatabaseServer):
     """One MariaDB server on loopback; ``home`` holds its data, binlog, socket, log and pid."""
 
     home: Path
@@ -54,52 +55,25 @@ class EmbeddedMariaDb:
     # Extra server options (mariadbd names without the dashes).
     settings: dict = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.home = Path(self.home).absolute()
-
-    @property
-    def data_dir(self) -> Path:
-        return self.home / "data"
+    title = "MariaDB"
+    kind = "MariaDB server"
+    stem = "mariadb"
+    error = MariaDbError
+    poll_s = 0.1
 
     @property
     def socket(self) -> Path:
         return self.home / "mariadb.sock"
 
-    @property
-    def log_file(self) -> Path:
-        return self.home / "mariadb.log"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "mariadb.pid"
-
-    @property
-    def password_file(self) -> Path:
-        return self.home / "password"
-
-    def password(self) -> str:
-        """root's password, generated at the first start into ``password_file`` (mode 0600)."""
-        try:
-            return self.password_file.read_text().strip()
-        except OSError:
-            raise MariaDbError(f"no password file {self.password_file}: start the server with "
-                               "`ivmstream mariadb start` first") from None
-
     # ---- pid --------------------------------------------------------------------------
-    def _is_ours(self, pid: int) -> bool:
-        """A live mariadbd serving our data folder (not a reused pid)."""
-        if not alive(pid):
-            return False
+    def is_ours(self, pid: int) -> bool:
+        """A mariadbd serving our data folder (not a reused pid)."""
         args = cmdline(pid)
         return bool(args) and Path(args[0]).name in ("mariadbd", "mysqld") and \
             f"--datadir={self.data_dir}" in args
 
-    def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if self._is_ours(pid) else None
+    def describe(self) -> str:
+        return f"a mariadbd with --datadir={self.data_dir}"
 
     # ---- life cycle -------------------------------------------------------------------
     def _user(self) -> list[str]:
@@ -138,27 +112,19 @@ class EmbeddedMariaDb:
         opts.update({k: (None if v is None else str(v)) for k, v in self.settings.items()})
         return ["--no-defaults", *self._user()] + [f"--{k}" if v is None else f"--{k}={v}" for k, v in opts.items()]
 
-    def start(self, timeout_s: float = 60.0) -> "EmbeddedMariaDb":
-        """Create the data folder on first use, start the server (or find it running), wait until ready."""
-        self.home.mkdir(parents=True, exist_ok=True)
+    def prepare(self) -> None:
         self.home.chmod(0o700)  # the socket, the password and the data: this user's only
-        running = self.pid()
-        if running:
-            self._wait_ready(timeout_s, running)
-            if not self.password_file.exists():  # started by a release that left root without one
-                self._set_password()
-            return self
-        if port_open(self.port):
-            raise MariaDbError(f"port {self.port} is already taken by another process; choose another with --port")
+
+    def launch(self, timeout_s: float) -> int:
         if not (self.data_dir / ".ivmstream-installed").exists():
             shutil.rmtree(self.data_dir, ignore_errors=True)  # a half-made folder from an interrupted install
             self._install()
-        out = open(self.home / "mariadb.out", "ab")
-        proc = subprocess.Popen([_binary("mariadbd", "/usr/sbin/mariadbd"), *self._args()], stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        out.close()
-        self.pid_file.write_text(str(proc.pid))
-        self._wait_ready(timeout_s, proc.pid)
+        return self.spawn([_binary("mariadbd", "/usr/sbin/mariadbd"), *self._args()])
+
+    def start(self, timeout_s: float | None = None) -> "EmbeddedMariaDb":
+        """Create the data folder on first use, start the server (or find it running), wait until
+        ready; root gets its password at the first start (or from a release that left it without)."""
+        super().start(timeout_s)
         if not self.password_file.exists():
             self._set_password()
         return self
@@ -166,10 +132,7 @@ class EmbeddedMariaDb:
     def _set_password(self) -> None:
         """Drop the anonymous accounts and give every loopback root account a new random password (written
         to ``password_file`` first, so that a crash in between leaves the password that was set)."""
-        pw = secrets.token_urlsafe(24)
-        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(pw + "\n")
+        pw = self.new_password()
         with self._connect(password="") as c, c.cursor() as cur:
             cur.execute("SELECT User, Host FROM mysql.user WHERE is_role = 'N'")
             for user, host in cur.fetchall():
@@ -184,45 +147,18 @@ class EmbeddedMariaDb:
         return self._connect(database, timeout)
 
     def _connect(self, database: str | None = None, timeout: float = 5, password: str | None = None):
-        import pymysql
-
         if password is None:  # before the first start has set it: the empty one install-db left
             password = self.password() if self.password_file.exists() else ""
         return pymysql.connect(unix_socket=str(self.socket), user=DB_USER, password=password, database=database,
                                autocommit=True, connect_timeout=timeout, charset="utf8mb4")
 
-    def _wait_ready(self, timeout_s: float, pid: int) -> None:
-        import pymysql
-
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                reap(pid)
-                raise MariaDbError(f"MariaDB (pid {pid}) exited during start-up:\n{tail(self.log_file)}")
-            try:
-                with self._connect() as c, c.cursor() as cur:
-                    cur.execute("select 1")
-                return
-            except pymysql.Error as e:
-                last = str(e)
-            time.sleep(0.2)
-        raise MariaDbError(f"MariaDB on port {self.port} not ready after {timeout_s:.0f}s ({last}); see {self.log_file}")
-
-    def stop(self, timeout_s: float = 30.0) -> bool:
-        """Shut our server down (the pid is checked to be our mariadbd); True if one was running."""
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        terminate(pid, timeout_s, poll_s=0.1, still_ours=self._is_ours)  # flushes InnoDB, closes the binlog
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def status(self) -> dict:
-        pid = self.pid()
-        return {"running": pid is not None, "pid": pid, "host": LOOPBACK, "port": self.port,
-                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
+    def why_not_ready(self) -> str | None:
+        try:
+            with self._connect() as c, c.cursor() as cur:
+                cur.execute("select 1")
+            return None
+        except pymysql.Error as e:
+            return str(e)
 
     # ---- SQL helpers ------------------------------------------------------------------
     def execute(self, sql: str, params=None, database: str | None = None) -> None:

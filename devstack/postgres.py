@@ -18,7 +18,6 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import subprocess
@@ -26,9 +25,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+from psycopg import sql as pgsql
+
+from core.config import env
 from core.errors import IvmError
-from core.process import alive
-from devstack.process import LOOPBACK, cmdline, port_open, reap, tail
+from devstack.process import LOOPBACK, cmdline, reap
+from devstack.server import DatabaseServer
 
 SERVER_USER = "postgres"  # the OS user that runs the server when we are root
 DB_USER = "postgres"      # the superuser initdb creates (Debezium connects as it)
@@ -40,8 +43,6 @@ class PostgresError(IvmError):
 
 def pg_bindir() -> Path:
     """The newest installed ``/usr/lib/postgresql/<v>/bin`` (or $IVMSTREAM_PG_BINDIR)."""
-    from core.config import env
-
     explicit = env("pg_bindir")
     if explicit:
         return Path(explicit)
@@ -56,12 +57,8 @@ def pg_bindir() -> Path:
     return Path(found[-1]).parent
 
 
-
-
-
-
 @dataclass
-class EmbeddedPostgres:
+class EmbeddedPostgres(DatabaseServer):
     """One PostgreSQL cluster on loopback; ``home`` holds the cluster, its log and pid."""
 
     home: Path
@@ -69,50 +66,22 @@ class EmbeddedPostgres:
     # Extra server settings (postgresql.conf names). The tests turn fsync off for speed.
     settings: dict = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.home = Path(self.home).absolute()
+    title = "PostgreSQL"
+    kind = "PostgreSQL server"
+    stem = "postgres"
+    error = PostgresError
+    poll_s = 0.1
+    stop_signal = signal.SIGINT   # "fast" shutdown: roll back sessions, checkpoint, exit
+    kill_signal = signal.SIGQUIT  # immediate shutdown; crash recovery at next start
 
     # ---- paths ------------------------------------------------------------------------
-    @property
-    def data_dir(self) -> Path:
-        return self.home / "data"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "postgres.log"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "postgres.pid"
-
-    @property
-    def password_file(self) -> Path:
-        return self.home / "password"
-
     @property
     def socket_dir(self) -> Path:
         return self.home / "socket"
 
-    def password(self) -> str:
-        """The superuser's password, generated at initdb into ``password_file`` (mode 0600)."""
-        try:
-            return self.password_file.read_text().strip()
-        except OSError:
-            raise PostgresError(f"no password file {self.password_file}: start the server with "
-                                "`ivmstream postgres start` first") from None
-
     def dsn(self, database: str = "postgres") -> str:
         return (f"host={LOOPBACK} port={self.port} user={DB_USER} password={self.password()} dbname={database} "
                 "connect_timeout=5")
-
-    def _new_password(self) -> str:
-        """A fresh random password in ``password_file``, readable by this user only."""
-        pw = secrets.token_urlsafe(24)  # letters, digits, '-', '_': safe in a libpq conninfo
-        self.password_file.unlink(missing_ok=True)
-        fd = os.open(self.password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(pw + "\n")
-        return pw
 
     def _write_hba(self) -> None:
         """Loopback only, every connection with the password (SCRAM)."""
@@ -147,10 +116,13 @@ class EmbeddedPostgres:
         except (OSError, ValueError, IndexError):
             return None
 
-    def _is_ours(self, pid: int) -> bool:
-        """True if ``pid`` is a live postgres postmaster serving our data folder."""
-        if not alive(pid):
-            return False
+    def recorded_pid(self) -> int | None:
+        """Ours in postgres.pid, else the one the server recorded in postmaster.pid."""
+        pid = super().recorded_pid()
+        return pid if pid is not None else self._postmaster_pid()
+
+    def is_ours(self, pid: int) -> bool:
+        """True if ``pid`` is a postgres postmaster serving our data folder."""
         args = cmdline(pid)
         if not args or Path(args[0]).name not in ("postgres", "postmaster"):
             return False
@@ -160,18 +132,14 @@ class EmbeddedPostgres:
         # pg_ctl passes -D; without it only postmaster.pid can vouch for the process.
         return self._postmaster_pid() == pid
 
-    def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            pid = self._postmaster_pid()
-        return pid if pid is not None and self._is_ours(pid) else None
+    def describe(self) -> str:
+        return f"a postgres server of {self.data_dir}"
 
     # ---- life cycle -------------------------------------------------------------------
     def _initdb(self) -> None:
         self.data_dir.mkdir(mode=0o700)
         self._own(self.data_dir)
-        pw = self._new_password()
+        pw = self.new_password()
         pwfile = self.home / ".initdb-password"  # the server's user reads it once, then it goes
         fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -215,20 +183,14 @@ class EmbeddedPostgres:
         p.write_text("# written by ivmstream at each start\n" + "".join(f"{k} = {v}\n" for k, v in props.items()))
         self._own(p)
 
-    def start(self, timeout_s: float = 60.0) -> "EmbeddedPostgres":
-        """Create the cluster on first use, start it (or find it running), wait until ready."""
-        self.home.mkdir(parents=True, exist_ok=True)
+    def prepare(self) -> None:
         self._own(self.home)
-        running = self.pid()
-        if running:
-            self._wait_ready(timeout_s, running)
-            return self
+
+    def launch(self, timeout_s: float) -> int:
+        """Create the cluster on first use and start it with pg_ctl (which waits until it runs)."""
         if os.geteuid() == 0 and self._run("test", "-w", str(self.home)).returncode != 0:
             raise PostgresError(f"the OS user {SERVER_USER!r} cannot write to {self.home} (a parent "
                                 "folder is closed to it); choose another --dir")
-        if port_open(self.port):
-            raise PostgresError(f"port {self.port} is already taken by another process; "
-                                "choose another with --port")
         migrate = False
         if not (self.data_dir / "PG_VERSION").exists():
             if self.data_dir.exists():
@@ -236,7 +198,7 @@ class EmbeddedPostgres:
             self._initdb()
         elif not self.password_file.exists():  # a cluster made by a release that trusted every local user
             migrate = True
-            self._new_password()
+            self.new_password()
         self.socket_dir.mkdir(mode=0o700, exist_ok=True)
         self.socket_dir.chmod(0o700)
         self._own(self.socket_dir)
@@ -264,18 +226,15 @@ class EmbeddedPostgres:
             time.sleep(1.0)
         pid = self._postmaster_pid()
         if r.returncode != 0 or pid is None:
-            raise PostgresError(f"PostgreSQL did not start on port {self.port}: "
-                                f"{(r.stderr or r.stdout).strip()}\n{tail(self.log_file)}")
-        self.pid_file.write_text(str(pid))
-        self._wait_ready(timeout_s, pid)
+            said = (r.stderr or r.stdout).strip().splitlines()
+            raise self.failure(f"PostgreSQL did not start on port {self.port} ({said[0] if said else 'pg_ctl failed'})")
         if migrate:  # the old hba still trusts: set the password, then require it
-            from psycopg import sql as pgsql
-
+            self.wait_ready(timeout_s, pid)
             self.execute(pgsql.SQL("ALTER ROLE {} PASSWORD {}").format(pgsql.Identifier(DB_USER),
                                                                         pgsql.Literal(self.password())))
             self._write_hba()
             self._run(str(pg_bindir() / "pg_ctl"), "reload", "-D", str(self.data_dir), "-s")
-        return self
+        return pid
 
     def _wait_stale_gone(self, timeout_s: float = 10.0) -> None:
         """A postmaster that was killed leaves postmaster.pid naming it; wait (briefly) until
@@ -290,66 +249,27 @@ class EmbeddedPostgres:
             reap(stale)
             time.sleep(0.1)
 
-    def _wait_ready(self, timeout_s: float, pid: int) -> None:
-        import psycopg
-
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                raise PostgresError(f"PostgreSQL (pid {pid}) exited during start-up:\n{tail(self.log_file)}")
-            try:
-                with psycopg.connect(self.dsn(), autocommit=True) as c:
-                    c.execute("select 1")
-                return
-            except psycopg.Error as e:
-                last = str(e).strip()
-            time.sleep(0.1)
-        raise PostgresError(f"PostgreSQL on port {self.port} not ready after {timeout_s:.0f}s ({last}); "
-                            f"see {self.log_file}")
-
-    def stop(self, timeout_s: float = 30.0) -> bool:
-        """Fast shutdown of our server only (the pid is checked to be our postmaster)."""
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return False
-        os.kill(pid, signal.SIGINT)  # "fast" shutdown: roll back sessions, checkpoint, exit
-        deadline = time.monotonic() + timeout_s
-        while alive(pid) and time.monotonic() < deadline:
-            reap(pid)
-            time.sleep(0.1)
-        if alive(pid) and self._is_ours(pid):
-            os.kill(pid, signal.SIGQUIT)  # immediate shutdown; crash recovery at next start
-            time.sleep(1.0)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def status(self) -> dict:
-        pid = self.pid()
-        return {"running": pid is not None, "pid": pid, "host": LOOPBACK, "port": self.port,
-                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
+    def why_not_ready(self) -> str | None:
+        try:
+            with psycopg.connect(self.dsn(), autocommit=True) as c:
+                c.execute("select 1")
+            return None
+        except psycopg.Error as e:
+            return str(e).strip()
 
     # ---- SQL helpers ------------------------------------------------------------------
     def execute(self, sql: str, params=None, database: str = "postgres") -> None:
         """Run one or more statements (autocommit)."""
-        import psycopg
-
         with psycopg.connect(self.dsn(database), autocommit=True) as c:
             c.execute(sql, params)
 
     def query(self, sql: str, params=None, database: str = "postgres") -> list[tuple]:
         """Rows of one query (autocommit)."""
-        import psycopg
-
         with psycopg.connect(self.dsn(database), autocommit=True) as c:
             return c.execute(sql, params).fetchall()
 
     def create_database(self, name: str) -> bool:
         """Create ``name`` unless it exists; True if created."""
-        import psycopg
-        from psycopg import sql as pgsql
-
         with psycopg.connect(self.dsn(), autocommit=True) as c:
             if c.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
                 return False
@@ -358,8 +278,3 @@ class EmbeddedPostgres:
 
     def server_version(self) -> str:
         return self.query("show server_version")[0][0]
-
-
-
-
-

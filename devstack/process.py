@@ -1,9 +1,9 @@
 """The services we run ourselves (broker, Kafka Connect, PostgreSQL, MariaDB, the S3 server, the
 standalone cluster): process and port checks, and stopping them.
 
-Each service module starts one process on loopback, records its pid, and before signalling
-that pid checks that it is still alive and still ours (its command line); these are the
-checks they share.
+Each service starts one process on loopback, records its pid, and before signalling that pid
+checks that it is still alive and still ours (its command line); these are the checks they
+share (devstack.server puts them together for the servers of the dev stack).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Callable
 from core.process import alive
 
 LOOPBACK = "127.0.0.1"
+KILL_WAIT_S = 5.0  # after SIGKILL (or PostgreSQL's SIGQUIT) a process is gone in well under this
 
 
 def free_port() -> int:
@@ -90,18 +91,24 @@ def reap(pid: int) -> None:
         pass
 
 
-def terminate(pid: int, timeout_s: float, poll_s: float = 0.2,
-              still_ours: Callable[[int], bool] | None = None) -> None:
-    """SIGTERM ``pid`` (each service's clean shutdown), wait up to ``timeout_s`` for it to exit,
-    then SIGKILL it if it is still alive (and, with ``still_ours``, still the process we started)."""
-    os.kill(pid, signal.SIGTERM)
+def terminate(pid: int, timeout_s: float, poll_s: float = 0.2, still_ours: Callable[[int], bool] | None = None,
+              first: int = signal.SIGTERM, last: int = signal.SIGKILL) -> None:
+    """Send ``first`` (a service's clean shutdown), wait up to ``timeout_s`` for ``pid`` to exit,
+    then send ``last`` if it is still alive (and, with ``still_ours``, still the process we
+    started) and wait a moment for it to go."""
+    os.kill(pid, first)
+    _wait_gone(pid, timeout_s, poll_s)
+    if alive(pid) and (still_ours is None or still_ours(pid)):
+        os.kill(pid, last)
+        _wait_gone(pid, KILL_WAIT_S, poll_s)
+
+
+def _wait_gone(pid: int, timeout_s: float, poll_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while alive(pid) and time.monotonic() < deadline:
         reap(pid)
         time.sleep(poll_s)
-    if alive(pid) and (still_ours is None or still_ours(pid)):
-        os.kill(pid, signal.SIGKILL)
-        reap(pid)
+    reap(pid)
 
 
 def tail(path: Path, n: int = 30) -> str:

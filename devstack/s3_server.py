@@ -18,8 +18,6 @@ have here), so two writers committing the same Delta version of one table would 
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -27,8 +25,8 @@ from pathlib import Path
 
 from core.errors import IvmError
 from core.jars import s3proxy_classpath
-from core.process import alive
-from devstack.process import LOOPBACK, port_open, runs_with, tail, terminate
+from devstack.process import LOOPBACK, port_open
+from devstack.server import JvmServer
 
 S3PROXY_MAIN = "org.gaul.s3proxy.Main"
 DEFAULT_PORT = 9333
@@ -45,7 +43,7 @@ class S3ServerError(IvmError):
 
 
 @dataclass
-class S3Server:
+class S3Server(JvmServer):
     """One S3Proxy on loopback; ``home`` holds its properties, data (one folder per bucket), log and pid."""
 
     home: Path
@@ -55,24 +53,17 @@ class S3Server:
     secret_key: str = field(default=LOCAL_SECRET_KEY, repr=False)
     heap: str = "256m"
 
-    def __post_init__(self):
-        self.home = Path(self.home)
+    title = "S3 server"
+    kind = "S3 server"
+    stem = "s3proxy"
+    error = S3ServerError
+    main_class = S3PROXY_MAIN
+    stop_timeout_s = 20.0
+    poll_s = 0.3
 
     @property
     def endpoint(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "s3proxy.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "s3proxy.log"
-
-    @property
-    def data_dir(self) -> Path:
-        return self.home / "data"
 
     @property
     def config_file(self) -> Path:
@@ -87,37 +78,12 @@ class S3Server:
         return {"endpoint": self.endpoint, "region": REGION, "path_style": True,
                 "access_key": self.access_key, "secret_key": self.secret_key}
 
-    def recorded_pid(self) -> int | None:
-        try:
-            return int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
+    def address(self) -> dict:
+        """What runs where (never the keys)."""
+        return {"endpoint": self.endpoint, "bucket": self.bucket}
 
-    def pid(self) -> int | None:
-        """The recorded pid if it is alive and is this server, else None."""
-        pid = self.recorded_pid()
-        return pid if pid is not None and alive(pid) and self._is_ours(pid) else None
-
-    def _is_ours(self, pid: int) -> bool:
-        return runs_with(pid, S3PROXY_MAIN, self.config_file, ".properties")
-
-    def check_pid_file(self) -> str | None:
-        """If the pid file names a process that is gone or is not this server, remove the file
-        and say so (that process is left alone); None if it is absent or names our server."""
-        if not self.pid_file.exists():
-            return None
-        pid = self.recorded_pid()
-        if pid is None:
-            why = "holds no pid"
-        elif not alive(pid):
-            why = f"names pid {pid}, which is not running"
-        elif not self._is_ours(pid):
-            why = (f"names pid {pid}, which is not this S3 server (not an {S3PROXY_MAIN} JVM with "
-                   f"{self.config_file}); left it alone")
-        else:
-            return None
-        self.pid_file.unlink(missing_ok=True)
-        return f"{self.pid_file} {why}: removed the stale pid file"
+    def prepare(self) -> None:
+        (self.data_dir / self.bucket).mkdir(parents=True, exist_ok=True)  # a bucket is a folder
 
     def _write_config(self) -> None:
         props = {
@@ -143,63 +109,21 @@ class S3Server:
             '  <root level="WARN"><appender-ref ref="F"/></root>\n'
             "</configuration>\n")
 
-    def start(self, timeout_s: float = 60.0) -> "S3Server":
-        """Start (or find running) and return once the server answers HTTP; the bucket exists."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        (self.data_dir / self.bucket).mkdir(parents=True, exist_ok=True)  # a bucket is a folder
-        running = self.pid()
-        if running:
-            self._wait_ready(timeout_s, running)
-            return self
-        if port_open(self.port):
-            raise S3ServerError(f"port {self.port} is already taken by another process; "
-                                "choose another with --port")
+    def launch(self, timeout_s: float) -> int:
         self._write_config()
-        out = open(self.home / "s3proxy.out", "ab")
-        proc = subprocess.Popen(
-            ["java", f"-Xmx{self.heap}", "-Xms32m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             f"-Dlogback.configurationFile={(self.home / 'logback.xml').resolve()}",
-             "-cp", s3proxy_classpath(), S3PROXY_MAIN, "--properties", str(self.config_file.resolve())],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        self.pid_file.write_text(str(proc.pid))
-        self._wait_ready(timeout_s, proc.pid)
-        return self
+        return self.spawn(self.java(
+            s3proxy_classpath(), "-Xms32m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlogback.configurationFile={(self.home / 'logback.xml').resolve()}",
+            args=("--properties", str(self.config_file.resolve()))))
 
-    def _wait_ready(self, timeout_s: float, pid: int) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not alive(pid):
-                log_tail = tail(self.home / "s3proxy.out") + tail(self.log_file)
-                raise S3ServerError(f"S3 server (pid {pid}) exited during start-up:\n{log_tail}")
-            if port_open(self.port) and self._answers():
-                return
-            time.sleep(0.3)
-        raise S3ServerError(f"S3 server on port {self.port} not ready after {timeout_s:.0f}s; see {self.log_file}")
-
-    def _answers(self) -> bool:
+    def why_not_ready(self) -> str | None:
         """Any S3 answer (an unsigned request gets 403 AccessDenied) means it serves."""
+        if not port_open(self.port):
+            return "its port is closed"
         try:
             urllib.request.urlopen(self.endpoint + "/", timeout=3).close()
-            return True
+            return None
         except urllib.error.HTTPError:
-            return True
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def stop(self, timeout_s: float = 20.0) -> bool:
-        """End the recorded server process; True if one was running. A pid that is not this
-        server is never signalled (``check_pid_file`` says why and removes the file)."""
-        pid = self.pid()
-        if pid is None:
-            self.check_pid_file()
-            return False
-        terminate(pid, timeout_s)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def status(self) -> dict:
-        """What runs where (never the keys)."""
-        pid = self.pid()
-        return {"running": pid is not None, "pid": pid, "endpoint": self.endpoint, "bucket": self.bucket,
-                "home": str(self.home), "ready": bool(pid and port_open(self.port))}
+            return None
+        except (urllib.error.URLError, OSError) as e:
+            return f"no HTTP answer: {getattr(e, 'reason', e)}"
