@@ -1,7 +1,8 @@
 """Layout rules of the product packages, read from the source with ``ast``: the folders are
 floors and an import never runs up a floor (so no two folders import each other), every
 module imports, no import cycle between modules (deferred imports inside functions count: they
-are cycles waiting for a caller), and product code never imports test oracles or bench code.
+are cycles waiting for a caller), product code never imports test oracles or bench code, and
+the job never reaches the dev stack.
 """
 
 from __future__ import annotations
@@ -249,3 +250,27 @@ def test_oracle_rule_catches_what_it_should():
     assert _forbidden("operators.sketch_advisor.x", "bench.harness.datasets") == "bench code"
     assert _forbidden("operators.triangles.counter", "operators.triangles.reference") is None
     assert _forbidden("operators.recursive.views", "operators.triangles.reference") is not None
+
+
+# The dev stack (local servers, CDC and history generators) is a floor below the CLI, whose server
+# commands and demos use it; the job itself never reaches it.
+DEV_STACK = "devstack"
+JOB = ("streaming_app.job", "streaming_app.runner", "streaming_app.statestore.job")
+
+
+def _reach(g: dict, start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for t in g[todo.pop()]:
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return seen
+
+
+def test_the_job_never_reaches_the_dev_stack():
+    g = _graph()
+    assert any(t.split(".")[0] == DEV_STACK for t in g["streaming_app.cli"])  # the graph sees the CLI's use
+    for job in (j for j in JOB if j in g):
+        reached = sorted(m for m in _reach(g, job) if m.split(".")[0] == DEV_STACK)
+        assert not reached, f"{job} reaches the dev stack: {reached}"
