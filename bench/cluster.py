@@ -52,7 +52,8 @@ from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
 from devstack.process import free_port  # noqa: E402
 from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows  # noqa: E402
 from streaming_app.cluster import StandaloneCluster  # noqa: E402
-from core.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml  # noqa: E402
+from streaming_app.settings import parse_config  # noqa: E402
 from streaming_app.demo_run import DEMO_DIR, DEMO_PARTITIONS, TPCH_TABLES, EdgeChanges, tpch_subset  # noqa: E402
 
 OUT = REPO / "bench" / "results"

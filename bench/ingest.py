@@ -47,7 +47,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml  # noqa: E402
+from streaming_app.settings import parse_config  # noqa: E402
 
 VARIANTS = ("ours", "canonical")
 # ours with the records decoded in the Spark tasks ([job] decode = "executors"; --with-executor-decode)

@@ -42,7 +42,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from connectors import delta_sink as sink  # noqa: E402
-from core.config import parse_config  # noqa: E402
+from streaming_app.settings import parse_config  # noqa: E402
 
 COLS = {
     "customer": {"c_custkey": "long", "c_name": "string", "c_nationkey": "long", "c_acctbal": "decimal(15,2)",

@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from connectors.kafka import create_topics  # noqa: E402
-from core.config import dump_toml, parse_config  # noqa: E402
+from core.config import dump_toml  # noqa: E402
+from streaming_app.settings import parse_config  # noqa: E402
 from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
 from devstack.process import descendants, free_port  # noqa: E402
 from devstack.producer import CdcProducer  # noqa: E402

@@ -48,7 +48,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from connectors import delta_sink as sink  # noqa: E402
 from connectors.kafka import reset_topics  # noqa: E402
-from core.config import parse_config  # noqa: E402
+from streaming_app.settings import parse_config  # noqa: E402
 from devstack.kafka_broker import EmbeddedBroker  # noqa: E402
 from devstack.process import free_port  # noqa: E402
 from devstack.producer import CdcProducer  # noqa: E402
