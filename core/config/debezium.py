@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _mode, _want_int, _want_options
-from core.config.tables import DECIMAL_MODES, TIME_MODES
+from core.config.common import _check_keys, _mode, _shown, _want_int, _want_number, _want_options
+from core.config.tables import DECIMAL_MODES, ENCODINGS, TIME_MODES
 
 CONNECTORS = ("postgres", "mysql")
 _DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
-                  "connect_url", "properties"}
+                  "connect_url", "properties", "encoding"}
+_REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class DebeziumConfig:
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
     connect_url: str = "http://127.0.0.1:8083"
+    encoding: str = "json"  # every table's default (ENCODINGS); "avro" needs [registry]
     extra: tuple[tuple[str, str], ...] = ()  # further connector properties, passed as given
 
 
@@ -69,7 +72,50 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
     kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
                                       TIME_MODES, w, "time_precision_mode")
     kw["extra"] = _want_options(raw.get("properties", {}), w, "properties")
+    kw["encoding"] = _mode(raw.get("encoding", d.encoding), ENCODINGS, w, "encoding")
     return replace(d, **kw)
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    """``[registry]``: a Confluent-compatible schema registry that Avro records name by id.
+
+    ``url`` is its Confluent API root (``GET {url}/schemas/ids/{id}``): Confluent's registry at
+    its root, Apicurio's at ``/apis/ccompat/v7``. ``user`` + ``password`` send HTTP basic auth,
+    ``token`` a bearer token. A request that gets no answer in ``timeout_s`` is retried every
+    ``retry_s`` seconds, for as long as it takes: the batch waits, no record is quarantined.
+    """
+
+    url: str
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    timeout_s: float = 10.0
+    retry_s: float = 5.0
+
+
+def parse_registry(raw: Any, where: str) -> RegistryConfig:
+    w = f"{where}: [registry]"
+    _check_keys(raw, _REGISTRY_KEYS, w)
+    if "url" not in raw:
+        raise ConfigError(f"{w}: missing key 'url' (the registry's Confluent API root, e.g. "
+                          "http://127.0.0.1:8081 or Apicurio's http://127.0.0.1:8080/apis/ccompat/v7)")
+    url = raw["url"]
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+        raise ConfigError(f"{w}: url must be an http:// or https:// URL, got {_shown(url)}")
+    kw: dict[str, Any] = {"url": url.rstrip("/")}
+    for k in ("user", "password", "token"):
+        if k in raw:
+            if not isinstance(raw[k], str) or not raw[k]:
+                raise ConfigError(f"{w}: {k} must be a non-empty string, got {_shown(raw[k])}")
+            kw[k] = raw[k]
+    if ("user" in kw) != ("password" in kw):
+        raise ConfigError(f"{w}: basic auth needs both user and password")
+    if "token" in kw and "user" in kw:
+        raise ConfigError(f"{w}: give user + password (basic auth) or token (bearer), not both")
+    for k, default, hi in (("timeout_s", 10.0, 600.0), ("retry_s", 5.0, 3600.0)):
+        kw[k] = float(_want_number(raw.get(k, default), w, k, 0.001, hi))
+    return RegistryConfig(**kw)
 
 
 # ---- the ExtractNewRecordState ("unwrap") transform: connectors/unwrap.py says what it writes
