@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import struct
 import sys
 import time
 import urllib.error
@@ -112,9 +113,10 @@ def fetch(registry, schema_id: int) -> str | None:
     return text
 
 
-def schema(registry, schema_id: int, *, give_up_s: float | None = None) -> Writer:
+def schema(registry, schema_id: int) -> Writer:
     """The writer schema of ``schema_id``: from the cache, else fetched (retried until the
-    registry answers, or ``give_up_s`` passes: then RegistryUnavailable)."""
+    registry answers, or its ``give_up_s`` passes: then RegistryUnavailable)."""
+    give_up_s = registry.give_up_s or None
     k = (registry.url, schema_id)
     hit = _SCHEMAS.get(k)
     if hit is None:
@@ -284,4 +286,16 @@ def read(value: Any, registry) -> tuple[Any, Writer]:
     left = len(body) - buf.tell()
     if left:
         raise Bad(E.DATA_AVRO_CORRUPT, f"{left} byte(s) left after the Avro body of schema {sid}")
+    # fastavro reads some bytes that are no Avro encoding at all (a boolean byte 2, a negative
+    # union index, an over-long or over-wide number) as a value; an encoder writes each value
+    # one way, so a body that is not what its value encodes to was damaged on the way.
+    again = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(again, w.parsed, doc)
+        same = again.getbuffer() == body
+    except (ValueError, TypeError, OverflowError, struct.error, KeyError, IndexError):
+        same = False
+    if not same:
+        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid} (a boolean other "
+                                       "than 0/1, a bad union index or an over-long number)")
     return doc, w

@@ -199,11 +199,17 @@ def float32_decimal(x: float) -> Decimal:
     """A 32-bit float (Avro "float", read as a double) as the shortest decimal that is the same
     float32: what JsonConverter writes for it (Java's Float.toString), so 1.1f is 1.1, not
     1.100000023841858."""
-    f32 = struct.pack("<f", x)
-    for digits in range(6, 10):
+    try:
+        f32 = struct.pack("<f", x)
+    except OverflowError:  # not a float32 at all (cannot come from an Avro float)
+        return Decimal(repr(x))
+    for digits in range(1, 10):
         text = f"{x:.{digits}g}"
-        if struct.pack("<f", float(text)) == f32:
-            return Decimal(text)
+        try:
+            if struct.pack("<f", float(text)) == f32:
+                return Decimal(text)
+        except OverflowError:  # rounded up past the largest float32
+            continue
     return Decimal(repr(x))
 
 
@@ -316,6 +322,10 @@ def parse_duration_text(raw: str, what: str) -> Temporal:
 def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
     """A non-null JSON value read by its Connect field schema."""
     name = spec.name
+    bits = CONNECT_INT_RANGE.get(spec.type)
+    if bits is not None and bits < 63 and raw.__class__ is int and not -(2**bits) <= raw < 2**bits:
+        # an Avro int that fastavro read past 32 bits; named int32s (Date, Time) included
+        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} does not fit the schema's {spec.type}")
     if name is not None:
         if name == CONNECT_DECIMAL:
             if isinstance(raw, (str, bytes)):

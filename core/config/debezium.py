@@ -14,7 +14,7 @@ CONNECTORS = ("postgres", "mysql")
 _DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
                   "connect_url", "properties", "encoding"}
-_REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s"}
+_REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s", "give_up_s"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,9 @@ class RegistryConfig:
     ``url`` is its Confluent API root (``GET {url}/schemas/ids/{id}``): Confluent's registry at
     its root, Apicurio's at ``/apis/ccompat/v7``. ``user`` + ``password`` send HTTP basic auth,
     ``token`` a bearer token. A request that gets no answer in ``timeout_s`` is retried every
-    ``retry_s`` seconds, for as long as it takes: the batch waits, no record is quarantined.
+    ``retry_s`` seconds, for as long as it takes: the batch waits, no record is quarantined;
+    with ``give_up_s`` > 0 the batch fails after that long (IVM530) instead, and the query
+    stops with its offsets uncommitted.
     """
 
     url: str
@@ -92,6 +94,7 @@ class RegistryConfig:
     token: str | None = None
     timeout_s: float = 10.0
     retry_s: float = 5.0
+    give_up_s: float = 0.0  # 0: wait for the registry however long it takes
 
 
 def parse_registry(raw: Any, where: str) -> RegistryConfig:
@@ -115,6 +118,7 @@ def parse_registry(raw: Any, where: str) -> RegistryConfig:
         raise ConfigError(f"{w}: give user + password (basic auth) or token (bearer), not both")
     for k, default, hi in (("timeout_s", 10.0, 600.0), ("retry_s", 5.0, 3600.0)):
         kw[k] = float(_want_number(raw.get(k, default), w, k, 0.001, hi))
+    kw["give_up_s"] = float(_want_number(raw.get("give_up_s", 0.0), w, "give_up_s", 0.0, 10.0**7))
     return RegistryConfig(**kw)
 
 
