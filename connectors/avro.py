@@ -153,6 +153,11 @@ def remember(url: str, schema_id: int, schema_text: Any) -> Writer | Bad:
     return hit
 
 
+def cached_ids() -> set[tuple[str, int]]:
+    """(registry url, schema id) of every schema this process holds (or knows to be bad)."""
+    return set(_SCHEMAS)
+
+
 def prefetch(registry, values: Iterable[Any]) -> None:
     """Fetch the schemas of a batch's values before any is decoded, so that a registry that
     does not answer delays the batch before it rather than in the middle of it."""
