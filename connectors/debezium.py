@@ -36,6 +36,7 @@ delete's before image has every field, nulls outside the key: not a drop.)
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import re
@@ -627,6 +628,14 @@ def _text(b: Any) -> str | None:
     return s.encode("utf-8", errors="replace").decode("utf-8")
 
 
+def quarantine_text(b: Any, avro: bool = False) -> str | None:
+    """A raw key or value as the quarantine keeps it: the text itself, or for an Avro topic
+    ``base64:`` and the bytes in base64 (they are binary; decoding them as text would lose them)."""
+    if avro and isinstance(b, (bytes, bytearray, memoryview)):
+        return "base64:" + base64.b64encode(bytes(b)).decode()
+    return _text(b)
+
+
 def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     """Records are (topic, partition, offset, key, value[, headers]); events come out in log order.
 
@@ -672,13 +681,16 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
         try:
             evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans, ignored)
         except Bad as bad:
-            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code,
-                                         _text(bad.reason)))
+            avro = topic in avro_topics
+            out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),
+                                         quarantine_text(value, avro), bad.code, _text(bad.reason)))
             continue
         except RegistryUnavailable:
             raise  # not the record's fault: the batch fails and is retried, nothing quarantined
         except Exception as e:  # noqa: BLE001 - one record never fails the batch
-            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), E.DATA_DECODER_ERROR,
+            avro = topic in avro_topics
+            out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),
+                                         quarantine_text(value, avro), E.DATA_DECODER_ERROR,
                                          _text(f"{type(e).__name__}: {_repr(e, 300)}")))
             continue
         if evs is None:

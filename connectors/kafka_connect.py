@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors.unwrap import unwrap_properties
+from core.config.debezium import converter_properties
 from connectors.local_process import LOOPBACK, alive, cmdline, port_open, tail, terminate
 from core.errors import ConfigError, IvmError
 from core.jars import connect_classpath
@@ -376,6 +377,7 @@ def connector_properties(cfg) -> dict:
         "topic.creation.default.retention.ms": "-1",
     })
     props.update(unwrap_properties(cfg))  # tables declared format = "unwrapped"
+    props.update(converter_properties(cfg))  # [debezium] encoding = "avro"
     props.update(dict(d.extra))
     return props
 

@@ -150,6 +150,48 @@ def unwrap_transforms(props: dict) -> list[tuple[str, dict]]:
     return out
 
 
+# ---- the converters that write Avro in the Confluent wire format
+
+APICURIO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"  # in jvm/connect/pom.xml
+CONFLUENT_CONVERTER = "io.confluent.connect.avro.AvroConverter"  # not on Maven Central: bring its jars
+_CCOMPAT = re.compile(r"(?P<root>.*)/apis/ccompat/v[67]")
+
+
+def converter_properties(cfg) -> dict:
+    """Key and value converter properties when ``[debezium] encoding = "avro"``, else {}.
+
+    An Apicurio registry (``[registry] url`` ending in ``/apis/ccompat/v6`` or ``v7``) gets
+    Apicurio's converter talking to its own API, writing the Confluent form (magic byte, 4-byte
+    content id, no headers) and registering schemas as they come; any other URL is taken for
+    a Confluent registry and gets Confluent's converter. ``[debezium] properties`` win.
+    """
+    d, reg = cfg.debezium, cfg.registry
+    if d is None or d.encoding != "avro" or reg is None:
+        return {}
+    m = _CCOMPAT.fullmatch(reg.url)
+    if m:
+        common = {"apicurio.registry.url": m.group("root") + "/apis/registry/v2",
+                  "apicurio.registry.auto-register": "true", "apicurio.registry.find-latest": "true",
+                  "apicurio.registry.headers.enabled": "false", "apicurio.registry.as-confluent": "true",
+                  "apicurio.registry.use-id": "contentId"}
+        if reg.user is not None:
+            common.update({"apicurio.auth.username": reg.user, "apicurio.auth.password": reg.password})
+        cls = APICURIO_CONVERTER
+    else:
+        common = {"schema.registry.url": reg.url}
+        if reg.user is not None:
+            common.update({"basic.auth.credentials.source": "USER_INFO",
+                           "basic.auth.user.info": f"{reg.user}:{reg.password}"})
+        elif reg.token is not None:
+            common.update({"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": reg.token})
+        cls = CONFLUENT_CONVERTER
+    props = {}
+    for side in ("key", "value"):
+        props[f"{side}.converter"] = cls
+        props.update({f"{side}.converter.{k}": v for k, v in common.items()})
+    return props
+
+
 def check_formats(cfg) -> None:
     """ConfigError unless the connector that ``[debezium]`` describes writes what the tables
     declare (envelopes or unwrapped rows) and every delete reaches the job."""
@@ -158,6 +200,10 @@ def check_formats(cfg) -> None:
         return  # a connector of the user's own: the declared format is taken as given
     where = f"{cfg.source_file or 'config'}: [debezium]"
     formats = {t.format for t in cfg.tables}
+    encodings = {t.encoding for t in cfg.tables}
+    if encodings != {d.encoding}:
+        raise ConfigError(f"{where}: one connector writes every table with one converter ([debezium] encoding = "
+                          f"\"{d.encoding}\"), but the tables declare encoding {sorted(encodings)}")
     if len(formats) > 1:
         unwrapped = [t.name for t in cfg.tables if t.format == "unwrapped"]
         raise ConfigError(f"{where}: one connector writes every table, but {unwrapped} are format = \"unwrapped\" "

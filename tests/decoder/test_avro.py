@@ -329,6 +329,7 @@ def test_bad_avro_is_quarantined_with_its_code():
     assert [r.code for r in out.rejected] == list(cases.values())
     assert [e.offset for e in out.events["t"]] == [99]
     assert all("\n" not in r.reason for r in out.rejected)
+    assert out.rejected[2].value == "base64:" + base64.b64encode(b"\x01" + good[1:]).decode()  # binary kept whole
 
 
 def test_a_registry_that_does_not_answer_holds_the_batch_and_quarantines_nothing(capsys):

@@ -16,7 +16,7 @@ from connectors.kafka_broker import free_port
 from connectors.schema_registry import RegistryServer, listening_ports
 from core.errors import RegistryUnavailable
 from streaming_app.settings import parse_config
-from tests.decoder.test_avro import COLUMNS, KEY_AVRO, TOPIC, avro_envelope, avro_row, wire
+from tests.decoder.test_avro import COLUMNS, KEY_AVRO, PLACEHOLDER, TOPIC, avro_envelope, avro_row, wire
 
 pytestmark = pytest.mark.registry
 
@@ -79,3 +79,31 @@ def test_a_registry_that_stops_answering_holds_the_batch(registry, tmp_path):
         decode_batch(config(other.url, retry_s=0.2, give_up_s=1.0), [(TOPIC, 0, 0, None, value)])
     assert time.monotonic() - t >= 1.0
     assert (other.url, sid) not in AV.cached_ids()
+
+
+@pytest.mark.spark
+def test_executors_fetch_schemas_themselves_and_decode_as_the_driver(registry, spark):
+    """decode = "executors": each Python worker starts with an empty cache and asks the registry."""
+    import pyarrow as pa
+
+    from streaming_app.decode_stage import decode_on_executors
+
+    value_id = registry.register(f"{TOPIC}.exec-value", avro_envelope())
+    recs = []
+    for i in range(60):
+        after = avro_row({"id": i, "price": Decimal(i) / 4, "note": PLACEHOLDER if i % 7 == 0 else f"n{i}"})
+        v = wire(value_id, avro_envelope(), {"before": None, "after": after, "source": {"table": "t", "lsn": i},
+                                             "op": "c", "ts_ms": i})
+        recs.append((TOPIC, i % 2, i // 2, None, v if i % 11 else v[:-1]))
+    table = pa.table({"topic": [r[0] for r in recs], "partition": pa.array([r[1] for r in recs], pa.int32()),
+                      "offset": pa.array([r[2] for r in recs], pa.int64()), "key": pa.array([None] * 60, pa.binary()),
+                      "value": [r[4] for r in recs],
+                      "headers": pa.array([None] * 60, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))})
+    # three tasks, each a contiguous run of offsets as the Kafka source gives them
+    df = spark.createDataFrame(table.to_pandas()).repartitionByRange(3, "partition", "offset")
+    cfg = config(registry.url)
+    decoded, offsets = decode_on_executors(cfg, df)
+    whole = decode_batch(cfg, recs)
+    assert decoded.events == whole.events and len(whole.events["t"]) == 54
+    assert [(r.offset, r.code) for r in decoded.rejected] == [(r.offset, r.code) for r in whole.rejected]
+    assert {r.code for r in whole.rejected} == {"DATA_AVRO_CORRUPT"}
