@@ -233,12 +233,14 @@ DEMO_DURATION_S = {"builtin": 60.0, "postgres": 180.0, "mariadb": 180.0}  # what
 
 def cmd_demo(args) -> int:
     duration = args.duration or DEMO_DURATION_S[args.source]
+    if args.format == "avro" and args.source != "postgres":
+        raise ConfigError(f"demo --format avro runs with --source postgres (got --source {args.source})")
     if args.source == "postgres":
         from streaming_app.pg_demo import run_pg_demo
 
         return run_pg_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
                            pg_port=args.pg_port, connect_port=args.connect_port, ui=not args.no_ui,
-                           ui_port=args.ui_port)
+                           ui_port=args.ui_port, registry_port=args.registry_port if args.format == "avro" else None)
     if args.source == "mariadb":
         from streaming_app.mariadb_demo import run_mariadb_demo
 
@@ -347,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
                         "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally; mariadb: the "
                         "same from MariaDB through Debezium's MySQL connector")
+    d.add_argument("--format", choices=["json", "avro"], default="json",
+                   help="with --source postgres: how Debezium writes the records; avro also starts the schema "
+                        "registry (Apicurio) and the job reads the Confluent wire format")
+    d.add_argument("--registry-port", type=port, default=env("registry_port", "8081"),
+                   help=_env_help("schema registry port for --format avro", "registry_port"))
     d.add_argument("--pg-port", type=port, default=env("pg_port", "5432"),
                    help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
     d.add_argument("--mariadb-port", type=port, default=env("mariadb_port", "3306"),
