@@ -59,11 +59,13 @@ class Writer:
 _SCHEMAS: dict[tuple[str, int], Writer | Bad] = {}
 
 
-def split(value: Any) -> tuple[int, memoryview]:
+def split(value: Any) -> tuple[int, bytes]:
     """(schema id, Avro body) of a Confluent wire-format value."""
+    if value.__class__ is bytes and len(value) >= PREFIX and value[0] == MAGIC:  # the usual case
+        return int.from_bytes(value[1:PREFIX], "big"), value[PREFIX:]
     if not isinstance(value, (bytes, bytearray, memoryview)):
         raise Bad(E.DATA_AVRO_MAGIC, f"an Avro record must be bytes, got {type(value).__name__}")
-    view = memoryview(value)
+    view = bytes(value)
     if len(view) < PREFIX or view[0] != MAGIC:
         what = f"first byte {view[0]:#04x}" if len(view) else "empty value"
         if len(view) and view[0] == MAGIC:
@@ -297,7 +299,7 @@ def read(value: Any, registry) -> tuple[Any, Writer]:
     again = io.BytesIO()
     try:
         fastavro.schemaless_writer(again, w.parsed, doc)
-        same = again.getbuffer() == body
+        same = again.getvalue() == body
     except (ValueError, TypeError, OverflowError, struct.error, KeyError, IndexError):
         same = False
     if not same:
