@@ -10,7 +10,7 @@ For every query and delta the script measures
 and, on the updated database, the full-maintenance alternatives a user would otherwise run
   * engine recapture: ``SketchMaintainer.from_sql(...).initialize(tables)`` from scratch
     (once per query and delta kind: its cost depends on the database, not on the delta);
-  * DuckDB recapture: ``operators.sketch_reference.reference_sketch`` (the lineage-rewritten
+  * DuckDB recapture: ``tests.oracles.sketch_reference.reference_sketch`` (the lineage-rewritten
     capture query in DuckDB, 1 thread), after every delta; it doubles as a correctness check
     (the incremental sketch must equal it).
 Speedup = full time / incremental time; throughput = delta rows / incremental seconds.
@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from operators.sketch_reference import reference_sketch  # noqa: E402
+from tests.oracles.sketch_reference import reference_sketch  # noqa: E402
 from bench.harness.datasets import LINEITEM_GROUPS, WEIGHT, load_tpch, random_delta  # noqa: E402
 from tests.sketch_tpch.queries import tpch_queries  # noqa: E402
 

@@ -43,7 +43,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from operators.recursive import (  # noqa: E402
+from bench.recursive_research import (  # noqa: E402
     DRedReachabilityView,
     DRedShortestPathView,
     ReachabilityView,
@@ -51,7 +51,7 @@ from operators.recursive import (  # noqa: E402
     RecomputeShortestPathView,
     ShortestPathView,
 )
-from operators.recursive.workloads import (  # noqa: E402
+from bench.recursive_research.workloads import (  # noqa: E402
     delete_one_at_a_time,
     dense_growth_stream,
     road_network,

@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 from operators.sketch import RangePartition, SketchMaintainer  # noqa: E402
 from operators.sketch_advisor import advise  # noqa: E402
 from bench.harness.datasets import WEIGHT, load_tpch, random_delta  # noqa: E402
-from operators.sketch_reuse import SelfTuner, SketchStore  # noqa: E402
+from bench.sketch_reuse import SelfTuner, SketchStore  # noqa: E402
 
 RID = "__rid"
 TEMPLATES = [
@@ -138,7 +138,7 @@ def run_mode(mode: str, ops: list, base: pa.Table, args, seed: int, delta_rows: 
     choices: dict = {}
 
     def choose(sql):
-        from operators.sketch_reuse import template_of
+        from bench.sketch_reuse import template_of
         key = template_of(sql).template
         if key not in choices:
             cands = advise(sql, {"lineitem": db.plain()}, fragments=args.fragments, strategy="gb", seed=seed)

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterable
 
 import pyarrow as pa
+import duckdb
+import pyarrow.compute as pc
+import sqlglot
+from deltalake import CommitProperties, Transaction
+from deltalake.exceptions import DeltaProtocolError
 
 from connectors import object_store as store
 from core.config import TableConfig
@@ -70,11 +75,30 @@ class Lake:
 
 
 def exists(spark, path: str) -> bool:
-    if _rs(path):  # the log answers through delta-rs; no Spark job
+    if rs_writes(path):  # the log answers through delta-rs; no Spark job
         return store.rs_is_table(path)
     from delta.tables import DeltaTable
 
     return DeltaTable.isDeltaTable(spark, path)
+
+
+# Every table this process made or opened through ``ensure_table``: the tables the job writes,
+# which table maintenance (``connectors.maintenance``) keeps.
+_ENSURED: set[str] = set()
+
+
+def tables_ensured() -> set[str]:
+    return set(_ENSURED)
+
+
+def has_deletion_vectors(path: str) -> bool:
+    """The table's protocol lists deletion vectors (delta-rs must not write it: a MERGE of
+    deltalake 1.6.6 on such a table brought a deleted row back)."""
+    try:
+        p = store.rs_table(path).protocol()
+    except DeltaProtocolError:  # a reader feature delta-rs does not have: deletion vectors among them
+        return True
+    return "deletionVectors" in (p.reader_features or []) or "deletionVectors" in (p.writer_features or [])
 
 
 def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
@@ -84,10 +108,11 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
     On a local or s3 lake delta-rs writes the first commit (milliseconds; Spark's CREATE TABLE
     took 0.7-1 s a table and 5.7 s for the first, the larger part of a fresh job's start-up).
     The table is the same to Spark: same schema, nullable columns, the same property."""
+    _ENSURED.add(str(path))
     if exists(spark, path):
         return
     parts = list(partition_by)
-    if _rs(path):
+    if rs_writes(path):
         try:
             from connectors.ddl import ddl_schema
 
@@ -109,7 +134,7 @@ def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
 def ensure_columns(spark, path: str, columns: dict[str, str]) -> list[str]:
     """Add to an existing table the columns (name -> SQL type) that a newer release writes,
     so a lake made by an older release keeps working. Returns the names added."""
-    if _rs(path):
+    if rs_writes(path):
         have = {f.name for f in store.rs_table(path).schema().fields}
     else:
         have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
@@ -134,7 +159,7 @@ KEY_LIST_MAX = 1000
 def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
     path = lake.mirror(table.name)
     ensure_table(spark, path, table_ddl(table), cdf=True, properties={"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
-    if _rs(path):
+    if rs_writes(path):
         dt_ = store.rs_table(path)
         if "delta.targetFileSize" not in dt_.metadata().configuration:  # also a mirror made before it was set
             dt_.alter.set_table_properties({"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
@@ -186,64 +211,71 @@ def mirror_changes_frame(table: TableConfig, final: dict[tuple, dict | None]) ->
 
 def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
                  app_id: str, batch_id: int, truncate: bool = False) -> None:
-    """Apply one batch's final images to the mirror in one MERGE commit (idempotent).
+    """Apply one batch's final images (``mirror_changes_frame``) to the mirror in one MERGE commit
+    (idempotent): rows flagged ``__deleted`` are deleted, the rest upserted on the primary key.
 
     ``truncate``: the batch truncated the table before these images, so every row the
-    batch does not write is deleted in the same commit (the change feed shows each one).
-    On a local or s3 lake the MERGE runs in delta-rs (no Spark job: tens of milliseconds where
-    Spark's MERGE took seconds); its commit carries the same txn action and its change-data
-    files read back through Spark's ``readChangeFeed`` row for row as Spark's own. Elsewhere
-    (abfss://, gs://... through Hadoop) Spark's MERGE."""
-    if changes.num_rows == 0 and not truncate:
-        return
-    if _rs(path):
-        return _merge_mirror_rs(path, table, changes, app_id, batch_id, truncate)
-    from delta.tables import DeltaTable
+    batch does not write is deleted in the same commit (the change feed shows each one)."""
+    prune = "" if truncate else _key_list(table, changes)  # a truncate's MERGE must see every row
+    merge(spark, path, changes, table.primary_key, app_id=app_id, batch_id=batch_id, deleted=DELETED,
+          truncate=truncate, prune=prune)
 
-    src = spark.createDataFrame(changes) if changes.num_rows else spark.createDataFrame(
-        [], _spark_schema(changes.schema))
-    cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in table.primary_key)
-    values = {f"`{c}`": f"s.`{c}`" for c in table.column_names}
-    with txn(spark, app_id, batch_id):
-        m = (DeltaTable.forPath(spark, path).alias("t")
-             .merge(src.alias("s"), cond)
-             .whenMatchedDelete(condition=f"s.{DELETED}")
-             .whenMatchedUpdate(condition=f"NOT s.{DELETED}", set=values)
-             .whenNotMatchedInsert(condition=f"NOT s.{DELETED}", values=values))
+
+def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | None = None,
+          batch_id: int | None = None, deleted: str | None = None, truncate: bool = False,
+          prune: str = "") -> None:
+    """The one MERGE of the lake: upsert ``source`` into the Delta table at ``path`` on ``keys``,
+    in one commit.
+
+    ``deleted``: a boolean column of ``source``; its true rows delete their match instead (the
+    column is not written). ``truncate``: target rows no source row matches are deleted too.
+    ``app_id``/``batch_id``: the commit carries that application transaction and is skipped
+    when the table already holds it (a replayed batch). ``prune``: a further condition on the
+    target (``t."k" IN (...)``, DataFusion quoting) that lets delta-rs skip files.
+    On a local or s3 lake delta-rs runs it (no Spark job: tens of milliseconds where Spark's
+    MERGE took seconds), its commit with the same txn action and a change feed that Spark reads
+    row for row as its own; elsewhere (abfss://, gs://... through Hadoop) Spark's MERGE."""
+    if source.num_rows == 0 and not truncate:
+        return
+    columns = [c for c in source.column_names if c != deleted]
+    if rs_writes(path):
+        if app_id is not None and done_before(path, app_id, batch_id):
+            return  # a replayed batch whose MERGE committed before the crash
+        props = (CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
+                 if app_id is not None else None)
+        # Double quotes: DataFusion folds unquoted names to lower case.
+        cond = " AND ".join(f't."{k}" = s."{k}"' for k in keys) + prune
+        values = {f'"{c}"': f's."{c}"' for c in columns}
+        keep = f'NOT s."{deleted}"' if deleted else None
+        m = store.rs_table(path).merge(source, cond, source_alias="s", target_alias="t", commit_properties=props)
+        if deleted:
+            m = m.when_matched_delete(predicate=f's."{deleted}"')
+        m = m.when_matched_update(updates=values, predicate=keep).when_not_matched_insert(updates=values,
+                                                                                          predicate=keep)
+        if truncate:
+            m = m.when_not_matched_by_source_delete()
+        m.execute()
+        return
+    from delta.tables import DeltaTable  # Spark's side of the lake: only where delta-rs cannot write
+
+    src = spark.createDataFrame(source) if source.num_rows else spark.createDataFrame([], spark_schema(source.schema))
+    cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    values = {f"`{c}`": f"s.`{c}`" for c in columns}
+    keep = f"NOT s.`{deleted}`" if deleted else None
+    with txn(spark, app_id, batch_id) if app_id is not None else nullcontext():
+        m = DeltaTable.forPath(spark, path).alias("t").merge(src.alias("s"), cond)
+        if deleted:
+            m = m.whenMatchedDelete(condition=f"s.`{deleted}`")
+        m = m.whenMatchedUpdate(condition=keep, set=values).whenNotMatchedInsert(condition=keep, values=values)
         if truncate:
             m = m.whenNotMatchedBySourceDelete()
         m.execute()
-
-
-def _merge_mirror_rs(path: str, table: TableConfig, changes: pa.Table, app_id: str, batch_id: int,
-                     truncate: bool) -> None:
-    from deltalake import CommitProperties, Transaction
-
-    dt_ = store.rs_table(path)
-    done = dt_.transaction_version(app_id)
-    if done is not None and done >= batch_id:
-        return  # a replayed batch whose MERGE committed before the crash
-    # Double quotes: DataFusion folds unquoted names to lower case.
-    cond = " AND ".join(f't."{k}" = s."{k}"' for k in table.primary_key)
-    if not truncate:  # a truncate's MERGE must see every target row
-        cond += _key_list(table, changes)
-    values = {f'"{c}"': f's."{c}"' for c in table.column_names}
-    m = (dt_.merge(changes, cond, source_alias="s", target_alias="t", commit_properties=CommitProperties(
-            app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
-         .when_matched_delete(predicate=f's."{DELETED}"')
-         .when_matched_update(updates=values, predicate=f'NOT s."{DELETED}"')
-         .when_not_matched_insert(updates=values, predicate=f'NOT s."{DELETED}"'))
-    if truncate:
-        m = m.when_not_matched_by_source_delete()
-    m.execute()
 
 
 def _key_list(table: TableConfig, changes: pa.Table) -> str:
     """`` AND t."k" IN (...)`` over the batch's values of the leading key column when it is an
     integer column and they are few: implied by the key equality (a target row that matches a
     source row has one of these values), it lets delta-rs prune files by their statistics."""
-    import pyarrow.compute as pc
-
     k = table.primary_key[0]
     if table.type_of(k) not in ("int", "long"):
         return ""
@@ -253,7 +285,8 @@ def _key_list(table: TableConfig, changes: pa.Table) -> str:
     return f' AND t."{k}" IN ({", ".join(str(int(v)) for v in sorted(values))})'
 
 
-def _spark_schema(schema: pa.Schema):
+def spark_schema(schema: pa.Schema):
+    """An Arrow schema as Spark's StructType (an empty DataFrame's columns)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(schema)
@@ -301,12 +334,13 @@ def append(spark, path: str, data: pa.Table | "DataFrame", app_id: str, batch_id
      .save(path))
 
 
-def _rs(path: str) -> bool:
+def rs_writes(path: str) -> bool:
     """delta-rs writes this table (a local or s3 lake); Spark elsewhere."""
     return store.rs_reaches(path)
 
 
-def _done_before(path: str, app_id: str, batch_id: int) -> bool:
+def done_before(path: str, app_id: str, batch_id: int) -> bool:
+    """The table's log (read by delta-rs) holds a txn action of ``app_id`` at ``batch_id`` or later."""
     v = store.rs_table(path).transaction_version(app_id)
     return v is not None and v >= batch_id
 
@@ -314,7 +348,7 @@ def _done_before(path: str, app_id: str, batch_id: int) -> bool:
 def maybe_written_by(path: str, app_id: str) -> bool:
     """False when the table's log surely holds no txn action of ``app_id`` (a local or s3 table,
     read by delta-rs without a Spark job); True when it does or when only Spark could tell."""
-    if not _rs(path):
+    if not rs_writes(path):
         return True
     return store.rs_table(path).transaction_version(app_id) is not None
 
@@ -323,11 +357,9 @@ def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -
     """``append`` for a few rows: on a local or s3 lake through delta-rs (one commit, no Spark
     job, tens of milliseconds instead of seconds), with the same txn action Spark writes, so
     either writer skips a batch the other committed."""
-    if not _rs(path):
+    if not rs_writes(path):
         return append(spark, path, data, app_id, batch_id)
-    from deltalake import CommitProperties, Transaction
-
-    if _done_before(path, app_id, batch_id):
+    if done_before(path, app_id, batch_id):
         return
     store.rs_write(path, data, mode="append", commit_properties=CommitProperties(
         app_transactions=[Transaction(app_id=app_id, version=batch_id)]))
@@ -335,29 +367,8 @@ def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -
 
 def merge_small(spark, path: str, data: pa.Table, keys: list[str], app_id: str | None = None,
                 batch_id: int | None = None) -> None:
-    """Upsert a few rows on ``keys``; with ``app_id`` idempotent on (app_id, batch_id).
-    delta-rs on a local or s3 lake (no Spark job), Spark MERGE otherwise."""
-    if not _rs(path):
-        from contextlib import nullcontext
-
-        from delta.tables import DeltaTable
-
-        cols = {f"`{c}`": f"s.`{c}`" for c in data.column_names}
-        cond = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        with txn(spark, app_id, batch_id) if app_id is not None else nullcontext():
-            (DeltaTable.forPath(spark, path).alias("t").merge(spark.createDataFrame(data).alias("s"), cond)
-             .whenMatchedUpdate(set=cols).whenNotMatchedInsert(values=cols).execute())
-        return
-    from deltalake import CommitProperties, Transaction
-
-    props = None
-    if app_id is not None:
-        if _done_before(path, app_id, batch_id):
-            return
-        props = CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
-    cond = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-    (store.rs_table(path).merge(data, cond, source_alias="s", target_alias="t", commit_properties=props)
-     .when_matched_update_all().when_not_matched_insert_all().execute())
+    """Upsert a few rows on ``keys`` (``merge``); with ``app_id`` idempotent on (app_id, batch_id)."""
+    merge(spark, path, data, keys, app_id=app_id, batch_id=batch_id)
 
 
 def utcnow() -> dt.datetime:
@@ -365,43 +376,49 @@ def utcnow() -> dt.datetime:
 
 
 WEIGHT = "__weight"
+# The change feed's row kinds as weights: the one sign table of the lake.
+SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 _WEIGHT_SQL = ("CASE WHEN _change_type IN ('insert', 'update_postimage') THEN 1 "
                "WHEN _change_type IN ('delete', 'update_preimage') THEN -1 END")
 
 
 def read_changes(spark, path: str, after_version: int, to_version: int, columns: list[str] | None = None,
-                 where: str | None = None) -> pa.Table:
-    """Signed changes of the table between two versions, from its change data feed.
+                 where: str | None = None, version_column: str | None = None) -> pa.Table | None:
+    """Signed changes of the table between two versions, from its change data feed: the one
+    change-feed reader of the job, its maintainers and state recovery.
 
     Rows of commits ``after_version + 1 .. to_version``: inserts and update post-images with
-    ``__weight`` +1, deletes and update pre-images with -1. Empty when nothing was committed.
+    ``__weight`` +1, deletes and update pre-images with -1; None when nothing was committed.
     ``where``: a Spark SQL condition on the table's columns, applied before anything reaches
-    the driver (each pre- and post-image is kept or dropped on its own).
+    the driver (each pre- and post-image is kept or dropped on its own). ``version_column``:
+    also each row's commit version, as a long column of that name. Raises when the feed does
+    not cover the versions (a vacuumed or never-written range). ``spark`` may be None on a
+    local or s3 lake (delta-rs reads it, no Spark job).
     """
     if to_version <= after_version:
         return None
-    if _rs(path):
+    if rs_writes(path):
         try:
-            return _read_changes_rs(path, after_version, to_version, columns, where)
+            return _read_changes_rs(path, after_version, to_version, columns, where, version_column)
         except Exception:  # noqa: BLE001 - a table or condition delta-rs / duckdb cannot read: Spark can
-            pass
+            if spark is None:
+                raise
+    from pyspark.sql import functions as F  # Spark's side of the lake: only where delta-rs cannot read
+
     df = (spark.read.format("delta").option("readChangeFeed", "true")
           .option("startingVersion", after_version + 1).option("endingVersion", to_version)
           .load(path))
     cols = columns or [c for c in df.columns if not c.startswith("_")]
-    from pyspark.sql import functions as F
-
     if where:
         df = df.where(where)
-
-    return df.select(*[F.col(f"`{c}`") for c in cols], F.expr(_WEIGHT_SQL).cast("long").alias(WEIGHT)).toArrow()
-
-
-_SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+    out = [F.col(f"`{c}`") for c in cols] + [F.expr(_WEIGHT_SQL).cast("long").alias(WEIGHT)]
+    if version_column:
+        out.append(F.col("_commit_version").cast("long").alias(version_column))
+    return df.select(*out).toArrow()
 
 
 def _read_changes_rs(path: str, after_version: int, to_version: int, columns: list[str] | None,
-                     where: str | None) -> pa.Table:
+                     where: str | None, version_column: str | None) -> pa.Table:
     """``read_changes`` on a local or s3 lake without a Spark job: delta-rs reads the change feed,
     duckdb applies ``where`` (Spark SQL, translated by sqlglot). Strings come back as plain
     ``string``, as Spark hands them over."""
@@ -409,33 +426,34 @@ def _read_changes_rs(path: str, after_version: int, to_version: int, columns: li
     cols = list(columns or [f.name for f in dt_.schema().fields])
     # with a condition every column is read: it may test columns the caller does not keep
     reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                          columns=None if where else cols + ["_change_type"])
+                          columns=None if where else cols + ["_change_type", "_commit_version"])
     t = pa.RecordBatchReader.from_stream(reader).read_all()
     if where:
-        import duckdb
-        import sqlglot
-
         con = duckdb.connect()
         con.register("changes", t)
         res = con.sql(f"SELECT * FROM changes WHERE {sqlglot.transpile(where, read='spark', write='duckdb')[0]}")
         res = res.arrow()
         t = res.read_all() if hasattr(res, "read_all") else res
         con.close()
-    w = pa.array([_SIGN[k] for k in t.column("_change_type").to_pylist()], pa.int64())
+    w = pa.array([SIGN[k] for k in t.column("_change_type").to_pylist()], pa.int64())
+    version = pc.cast(t.column("_commit_version"), pa.int64())
     t = t.select(cols)
     plain = pa.schema([pa.field(f.name, pa.string() if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                                 or str(f.type) == "string_view" else f.type) for f in t.schema])
-    return t.cast(plain).append_column(WEIGHT, w)
+    t = t.cast(plain).append_column(WEIGHT, w)
+    return t.append_column(version_column, version) if version_column else t
 
 
 def read_version(spark, path: str, version: int, columns: list[str] | None = None) -> pa.Table:
     """The whole table as of ``version`` (Delta time travel); delta-rs on a local or s3 lake (no
-    Spark job: a sketch's capture at the first batch read its mirrors through Spark)."""
-    if _rs(path):
+    Spark job: a sketch's capture at the first batch read its mirrors through Spark), where
+    ``spark`` may be None."""
+    if rs_writes(path):
         try:
             return store.rs_table(path, version=version).to_pyarrow_table(columns=columns)
         except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
-            pass
+            if spark is None:
+                raise
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
     if columns:
         df = df.select(*[f"`{c}`" for c in columns])

@@ -16,59 +16,58 @@ job writes a lake at a time, which ``connectors.s3_lease`` enforces.
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import hmac
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import deltalake
+
 from core.config import JobConfig, S3Config
 
 S3_SCHEMES = ("s3a://", "s3://")
 
-
 _settings = S3Config()
-
 
 def use(settings: S3Config | None) -> None:
     """The S3 settings of this process's lake (the job's ``[s3]``)."""
     global _settings
     _settings = settings or S3Config()
 
-
 def settings() -> S3Config:
     return _settings
-
 
 def lake_s3(cfg: JobConfig) -> S3Config | None:
     """The job's S3 settings when its lake is on S3, else None (a local job's session then never
     loads the S3A jars)."""
     return cfg.s3 if is_s3(cfg.lake_root) else None
 
-
 def is_s3(path) -> bool:
     return str(path).startswith(S3_SCHEMES)
-
 
 def is_local(path) -> bool:
     p = str(path)
     return "://" not in p or p.startswith("file:")
-
 
 def rs_reaches(path) -> bool:
     """True when delta-rs reads and writes this table (a local folder or an S3 bucket); other
     stores (abfss://, gs:// through Hadoop) keep Spark's writers."""
     return is_local(path) or is_s3(path)
 
-
 def join(root, *parts: str) -> str:
     """``root/part/...`` for a folder or a URI (a ``Path`` would fold ``s3a://`` to ``s3a:/``)."""
-    from pathlib import Path
 
     if "://" in str(root):
         return "/".join([str(root).rstrip("/"), *(p.strip("/") for p in parts)])
     return str(Path(root).joinpath(*parts))
 
-
 def rs_uri(path) -> str:
     """The table's URI for delta-rs: ``s3a://b/p`` -> ``s3://b/p``; anything else unchanged."""
     p = str(path)
     return "s3://" + p[len("s3a://"):] if p.startswith("s3a://") else p
-
 
 def rs_options(path, s: S3Config | None = None) -> dict[str, str] | None:
     """delta-rs storage options for the table at ``path``; None for a local one."""
@@ -87,36 +86,26 @@ def rs_options(path, s: S3Config | None = None) -> dict[str, str] | None:
         opts["AWS_SECRET_ACCESS_KEY"] = s.secret_key
     return opts
 
-
 def rs_table(path, version: int | None = None):
     """``deltalake.DeltaTable`` of the table at ``path`` (local or s3)."""
-    import deltalake
 
     return deltalake.DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
 
-
 def rs_is_table(path) -> bool:
-    import deltalake
 
     return deltalake.DeltaTable.is_deltatable(rs_uri(path), storage_options=rs_options(path))
 
-
 def rs_write(path, data, **kw) -> None:
     """``deltalake.write_deltalake`` to the table at ``path``."""
-    import deltalake
 
     deltalake.write_deltalake(rs_uri(path), data, storage_options=rs_options(path), **kw)
 
-
 def rs_create(path, schema, **kw):
-    import deltalake
 
     return deltalake.DeltaTable.create(rs_uri(path), schema, storage_options=rs_options(path), **kw)
 
-
 def remove_files(uris: list[str]) -> None:
     """Delete data files that no commit references any more (local paths or s3:// URIs)."""
-    from pathlib import Path
 
     for u in uris:
         if is_s3(u):
@@ -124,17 +113,10 @@ def remove_files(uris: list[str]) -> None:
         else:
             Path(u.removeprefix("file://")).unlink(missing_ok=True)
 
-
 def request(method: str, uri: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, bytes]:
     """One S3 request (GET, PUT, DELETE) on the object at ``s3a://bucket/key``, signed with AWS
     signature v4 when keys are set: (HTTP status, body); 404 and 412 are returned, not raised.
     Small and direct: pyarrow's S3 client uploads with checksum headers that S3Proxy refuses (501)."""
-    import datetime as dt
-    import hashlib
-    import hmac
-    import urllib.error
-    import urllib.parse
-    import urllib.request
 
     s = _settings
     bucket, _, key = uri.split("://", 1)[1].partition("/")
@@ -172,7 +154,6 @@ def request(method: str, uri: str, body: bytes = b"", headers: dict | None = Non
             return e.code, e.read()
         raise OSError(f"S3 {method} {uri}: HTTP {e.code} {e.read()[:300]!r}") from None
 
-
 # Hadoop S3A: the settings for a custom endpoint (an S3-compatible store) and keys. Checksums:
 # the AWS SDK 2.30+ sends new checksum headers that older S3-compatible stores refuse; these
 # keep S3A's old-store-friendly behaviour (MD5 header, no generated checksums).
@@ -195,7 +176,6 @@ def hadoop_conf(s: S3Config | None = None, *, keys: bool = True) -> dict[str, st
             conf["fs.s3a.access.key"] = s.access_key
             conf["fs.s3a.secret.key"] = s.secret_key
     return conf
-
 
 def apply_to_spark(spark, s: S3Config | None = None) -> None:
     """Set the S3A settings on a running session's Hadoop configuration (the driver's, which

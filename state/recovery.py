@@ -23,57 +23,12 @@ from __future__ import annotations
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from connectors import delta_sink as sink
-from connectors import object_store as store
 from core.errors import StateError
-from state.protocol import VERSION, WEIGHT
+from state.protocol import VERSION
 from state.snapshot_store import SnapshotStore
 
-_SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
-
-
-def _local(path: str) -> bool:
-    """delta-rs reads this table (a local or s3 lake)."""
-    return store.rs_reaches(path)
-
-
-def read_table(spark, path: str, version: int, columns: list[str]) -> pa.Table:
-    """The whole mirror as of ``version`` (time travel)."""
-    if _local(path):
-        try:
-            return store.rs_table(path, version=version).to_pyarrow_table(columns=columns)
-        except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
-            if spark is None:
-                raise
-    return sink.read_version(spark, path, version, columns)
-
-
-def read_feed(spark, path: str, after: int, to: int, columns: list[str]) -> pa.Table | None:
-    """Signed changes of commits ``after + 1 .. to`` with ``__weight`` and ``__version``
-    (commit), None when there are none. Raises when the change feed does not cover them."""
-    if to <= after:
-        return None
-    if _local(path):
-        try:
-            reader = store.rs_table(path).load_cdf(starting_version=after + 1, ending_version=to,
-                                                   columns=list(columns) + ["_change_type", "_commit_version"])
-            t = pa.RecordBatchReader.from_stream(reader).read_all()
-        except Exception:  # noqa: BLE001 - let Spark try (it raises too when the feed is gone)
-            if spark is None:
-                raise
-        else:
-            kinds = t.column("_change_type").to_pylist()
-            w = pa.array([_SIGN[k] for k in kinds], pa.int64())
-            return (t.select(list(columns)).append_column(WEIGHT, w)
-                    .append_column(VERSION, pc.cast(t.column("_commit_version"), pa.int64())))
-    from pyspark.sql import functions as F
-
-    df = (spark.read.format("delta").option("readChangeFeed", "true")
-          .option("startingVersion", after + 1).option("endingVersion", to).load(path))
-    return df.select(*[F.col(f"`{c}`") for c in columns], F.expr(sink._WEIGHT_SQL).cast("long").alias(WEIGHT),
-                     F.col("_commit_version").cast("long").alias(VERSION)).toArrow()
 
 
 class MirrorCursor:
@@ -86,13 +41,14 @@ class MirrorCursor:
 
     def read_all(self, spark, lake, version: int) -> pa.Table:
         self.version = version
-        return read_table(spark, lake.mirror(self.table), version, self.columns)
+        return sink.read_version(spark, lake.mirror(self.table), version, self.columns)
 
     def changes(self, spark, lake, new: int | None) -> pa.Table | None:
         """Signed changes from the version the state reflects to ``new``; the cursor moves there."""
         if new is None:
             return None
-        delta = read_feed(spark, lake.mirror(self.table), self.version, new, self.columns)
+        delta = sink.read_changes(spark, lake.mirror(self.table), self.version, new, self.columns,
+                                  version_column=VERSION)
         self.version = new
         return delta
 

@@ -98,7 +98,7 @@ class SnapshotStore:
         this writer committed that batch's snapshot before. ``app_id`` None: a plain append
         (a write outside the job). ``fault(step)`` marks kill points."""
         txn_app = None if app_id is None else f"{app_id}:{maintainer}"
-        if txn_app is not None and self._local and sink._done_before(self.path, txn_app, batch_id):
+        if txn_app is not None and self._local and sink.done_before(self.path, txn_app, batch_id):
             return False
         cfg = config if isinstance(config, str) or config is None else json.dumps(config, sort_keys=True)
         row = pa.table({
@@ -174,6 +174,24 @@ class SnapshotStore:
                 return Snapshot(maintainer, int(r["batch_id"]), r["versions"], r["encoding"],
                                 self._state(r["snapshot_id"]), r["config"], r["snapshot_id"], r["written_at"])
         return None
+
+    def oldest_versions(self) -> dict[str, int]:
+        """Mirror table -> the oldest version any kept snapshot reflects: from there on a restart
+        may read the table's change feed, so table maintenance keeps every file of the versions
+        after it (``connectors.maintenance``). Empty before the first snapshot."""
+        if self._local:
+            if not store.rs_is_table(self.path):
+                return {}
+            rows = store.rs_table(self.path).to_pyarrow_dataset().to_table(columns=["versions"]).to_pylist()
+        else:
+            if not sink.exists(self.spark, self.path):
+                return {}
+            rows = [r.asDict() for r in self.spark.read.format("delta").load(self.path).select("versions").collect()]
+        out: dict[str, int] = {}
+        for r in rows:
+            for t, v in dict(r["versions"] or {}).items():
+                out[t] = min(out.get(t, int(v)), int(v))
+        return out
 
     # -- bound ---------------------------------------------------------------------------------
     def drop(self, maintainer: str) -> int:

@@ -21,8 +21,6 @@ streaming query id, which lives in the checkpoint: a fresh checkpoint is a fresh
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,8 +31,9 @@ import pyarrow as pa
 from connectors import delta_sink as sink
 from connectors import object_store
 from connectors.debezium import DecodedBatch, Rejected, decode_batch, quarantine_text
+from core.faults import kill_point
 from core.mirror_plan import plan_table
-from core.config import JobConfig, env
+from core.config import JobConfig
 from streaming_app.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
@@ -220,12 +219,12 @@ class IngestJob:
         if self.cfg.decode == "executors":
             # One Spark job reads and decodes the records in parallel tasks (decode_stage).
             decoded, offsets = decode_on_executors(self.cfg, batch_df, steps)
-            _fault("collect", batch_id)
+            kill_point("collect", batch_id)
             raw_of = lambda coords: raw_records(batch_df, coords)  # noqa: E731
         else:
             arrow = batch_df.select(*KAFKA_COLUMNS).toArrow()
             steps["collect"] = _ms(t)
-            _fault("collect", batch_id)
+            kill_point("collect", batch_id)
             t = time.perf_counter()
             cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
             headers = [[(h["key"], h["value"]) for h in hs] if hs else None
@@ -274,7 +273,7 @@ class IngestJob:
             if not plan.final and not plan.truncate:
                 continue
             keys_changed += len(plan.final)
-            _fault(f"mirror.begin.{table.name}", batch_id)
+            kill_point(f"mirror.begin.{table.name}", batch_id)
             sink.merge_mirror(spark, path, table, sink.mirror_changes_frame(table, plan.final), ctx.app_id,
                               batch_id, truncate=plan.truncate)
             ctx.previous_versions[table.name] = before
@@ -287,7 +286,7 @@ class IngestJob:
             if plan.truncate or plan.toast_filled:
                 ctx.metrics.setdefault("mirror", {})[table.name] = {
                     "truncated": plan.truncate, "toast_values_kept": plan.toast_filled}
-            _fault(f"mirror.{table.name}", batch_id)
+            kill_point(f"mirror.{table.name}", batch_id)
         steps["mirror"] = _ms(t)
         self._record_schema_changes(spark, decoded, ctx)
         ctx.mirror_versions = {**self.versions, **ctx.changed_tables}
@@ -301,18 +300,18 @@ class IngestJob:
             m.on_batch(spark, self, ctx)
             steps[f"maintain:{m.name}"] = _ms(t)
             operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
-            _fault(f"maintain.{m.name}", batch_id)
+            kill_point(f"maintain.{m.name}", batch_id)
         self._after_maintainers(spark, ctx)
         spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: quarantine and batch record")
 
         t = time.perf_counter()
         rejected = list(decoded.rejected) + list(ctx.rejected)
         if rejected:
-            _fault("quarantine.begin", batch_id)
+            kill_point("quarantine.begin", batch_id)
             sink.append_small(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
                               ctx.app_id, batch_id)
         steps["quarantine"] = _ms(t)
-        _fault("quarantine", batch_id)
+        kill_point("quarantine", batch_id)
 
         row = {
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
@@ -324,10 +323,10 @@ class IngestJob:
             "operators": operators,
         }
         t = time.perf_counter()
-        _fault("batch_record.begin", batch_id)
+        kill_point("batch_record.begin", batch_id)
         sink.append_small(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
         steps["batch_record"] = _ms(t)
-        _fault("batch_record", batch_id)
+        kill_point("batch_record", batch_id)
 
         self.versions = ctx.mirror_versions
         self.last_done = batch_id
@@ -505,32 +504,6 @@ def _warm_kafka_read(spark, cfg: JobConfig) -> None:
 def _rejection(topic: str, raw: dict, ev, code: str, reason: str, avro: bool = False) -> Rejected:
     key, value = raw.get((topic, ev.partition, ev.offset), (None, None))
     return Rejected(topic, ev.partition, ev.offset, quarantine_text(key, avro), quarantine_text(value, avro), code, reason)
-
-
-def _fault(step: str, batch_id: int) -> None:
-    """SIGKILL this process at ``step`` of ``batch_id`` when IVMSTREAM_KILL_AT names it.
-
-    ``<step>:<batch>`` kills on reaching the step; ``<step>:<batch>@<ms>`` arms a timer there
-    that kills ``ms`` milliseconds later, wherever the process is then (inside the Delta
-    commit or Spark job that follows the step, for the kill campaign)."""
-    spec = env("kill_at")
-    if not spec:
-        return
-    point, _, delay = spec.partition("@")
-    if point != f"{step}:{batch_id}":
-        return
-    if not delay:
-        print(f"fault injection: SIGKILL at {spec}", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
-    print(f"fault injection: SIGKILL armed at {spec}", flush=True)
-
-    def fire() -> None:
-        print(f"fault injection: SIGKILL at {spec}", flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    timer = threading.Timer(float(delay) / 1000.0, fire)
-    timer.daemon = True
-    timer.start()
 
 
 def _ms(t0: float) -> float:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
+from connectors import object_store
 from core.config import S3Config, SparkConfig
 from core.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app import stderr_filter
@@ -39,7 +41,6 @@ JVM_OPTIONS = "-Xss16m -Duser.timezone=UTC -XX:-DontCompileHugeMethods"
 # batches unchanged.
 EXECUTOR_JVM_OPTIONS = f"{JVM_OPTIONS} -XX:CompileThresholdScaling=4"
 
-
 @dataclass(frozen=True)
 class SessionOptions:
     app_name: str = "ivmstream"
@@ -48,7 +49,6 @@ class SessionOptions:
     warehouse_dir: str | None = None
     log_level: str | None = None  # None: ERROR, or WARN once set_verbose(True)
     s3: S3Config | None = None  # the lake is on S3: the S3A jars and settings (object_store.lake_s3)
-
 
 # Spark and its libraries log hundreds of WARN lines per demo (RDD lineage, duplicated map
 # keys, "Current batch is falling behind", Delta statistics...): by default the driver logs
@@ -60,25 +60,20 @@ _verbose = False
 # sets -XX:ArchiveClassesAtExit here while it writes the archive).
 EXTRA_DRIVER_OPTIONS: str | None = None
 
-
 def set_verbose(on: bool) -> None:
     """Spark's own log output (WARN and up) for the sessions built after this call."""
     global _verbose
     _verbose = bool(on)
-
 
 def _python_env() -> None:
     # Workers must run the venv's interpreter (the one that has pyarrow, the operators...).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 def _is_loopback(host: str | None) -> bool:
     return bool(host) and (host in LOOPBACK or host.startswith("127."))
-
 
 def ui_allowed(spark_cfg: SparkConfig, *, pinned: bool, jvm_local_ip) -> tuple[bool, str | None]:
     """Whether the UI may start, and the note to print when it may not.
@@ -96,7 +91,6 @@ def ui_allowed(spark_cfg: SparkConfig, *, pinned: bool, jvm_local_ip) -> tuple[b
                    f"{spark_cfg.ui_host}. Start the driver with SPARK_LOCAL_IP=127.0.0.1 (and reach the UI "
                    "through an SSH tunnel), or set [spark] ui_host = \"0.0.0.0\" to serve it on every interface")
 
-
 def _jvm_local_ip(submitted: bool) -> str | None:
     """SPARK_LOCAL_IP of the driver JVM: read from the JVM if it is up, else the environment it
     will inherit from this process."""
@@ -107,12 +101,10 @@ def _jvm_local_ip(submitted: bool) -> str | None:
     SparkContext._ensure_initialized()  # connects to the running JVM; starts nothing new
     return SparkContext._jvm.java.lang.System.getenv("SPARK_LOCAL_IP")
 
-
 def _start_jvm_without_incubator_line(start):
     """Run ``start()`` (which launches the driver JVM) with our stderr replaced by a pipe that
     the JVM inherits, and copy everything from that pipe to the real stderr but the lines
     ``stderr_filter.StderrFilter`` drops."""
-    import threading
 
     r, w = os.pipe()
     saved = os.dup(2)
@@ -130,7 +122,6 @@ def _start_jvm_without_incubator_line(start):
         sys.stderr.flush()
         os.dup2(saved, 2)  # our own stderr back; the JVM keeps the pipe
         os.close(w)
-
 
 def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions()):
     """Create (or return the running) SparkSession configured for ivmstream."""
@@ -192,7 +183,6 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
     if opts.warehouse_dir:
         b = b.config("spark.sql.warehouse.dir", opts.warehouse_dir)
     if opts.s3 is not None:
-        from connectors import object_store
 
         if not submitted:
             # On the JVMs' own class path, beside the Hadoop client they extend, rather than on
@@ -210,7 +200,6 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
         object_store.apply_to_spark(spark, opts.s3)
     spark.sparkContext.setLogLevel(opts.log_level or ("WARN" if _verbose else "ERROR"))
     return spark
-
 
 def ui_url(spark) -> str | None:
     return spark.sparkContext.uiWebUrl

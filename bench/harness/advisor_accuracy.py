@@ -20,8 +20,8 @@ import duckdb
 import numpy as np
 
 from operators.sketch_advisor.advise import advise, candidates_for, verify
-from operators.sketch_reference import reference_sketch
-from operators.sketch_reuse import template_of
+from tests.oracles.sketch_reference import reference_sketch
+from bench.sketch_reuse import template_of
 
 
 @dataclass
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
              "(theta = 5%, 100 equi-depth fragments per candidate, B = 50 bootstrap resamples, "
              "HAVING sum(x) > a random 90–99.9% quantile of the true group sums; candidates = safe attributes with "
              "> 100 distinct values, CB-OPT-GB = group-by attributes only). True sizes from the DuckDB lineage "
-             "oracle (`operators.sketch_reference`). A query is a top-k hit if one of the k smallest estimates is "
+             "oracle (`tests.oracles.sketch_reference`). A query is a top-k hit if one of the k smallest estimates is "
              "a truly smallest sketch (ties count).", "",
              "| workload | queries | candidates/query | top-1 | top-2 | top-3 | mean true share of choice | mean optimal share | s/query |",
              "|---|---|---|---|---|---|---|---|---|"]

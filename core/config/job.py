@@ -16,6 +16,7 @@ from core.config.debezium import DebeziumConfig, RegistryConfig, _debezium, chec
 from core.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
+from core.config.maintenance import MaintenanceConfig, parse_maintenance
 from core.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
 from core.config.s3 import S3Config, parse_s3
 from core.config.spark import SparkConfig, check_master, parse_spark
@@ -55,6 +56,7 @@ class JobConfig:
     source_file: Path | None = None
     debezium: DebeziumConfig | None = None
     s3: S3Config = field(default_factory=S3Config)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     registry: RegistryConfig | None = None  # [registry]: where Avro records' schemas are
 
     @property
@@ -105,7 +107,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
-                       "debezium", "s3", "registry"}, where)
+                       "debezium", "s3", "maintenance", "registry"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
@@ -175,6 +177,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         source_file=source,
         debezium=dbz,
         s3=parse_s3(data.get("s3", {}), where),
+        maintenance=parse_maintenance(data.get("maintenance", {}), where),
         registry=registry,
     )
     check_formats(cfg)

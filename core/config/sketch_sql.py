@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
+import sqlglot
+from sqlglot import exp
 
 _CLAUSES = {"Where": "WHERE", "Group": "GROUP BY", "Having": "HAVING", "Order": "ORDER BY", "Limit": "LIMIT",
             "From": "FROM", "Join": "JOIN", "Select": "SELECT"}
-
 
 def _parse_error_text(text: str) -> str:
     """sqlglot's description of a parse error in the words of SQL, not of its classes."""
@@ -21,15 +23,10 @@ def _parse_error_text(text: str) -> str:
     text = re.sub(r"<class '[\w.]*?(\w+)'>", r"\1", text)
     return text[:1].lower() + text[1:]
 
-
 def sql_problem(sql: str, dialect: str = "postgres") -> str | None:
     """Why ``sql`` is not one SELECT statement (a syntax error, several statements, another
     kind of statement), or None. Run before the sketch front end, whose parser reads a
     misspelt keyword as an expression ('SELEC * FRM t' parses as an alias)."""
-    import logging
-
-    import sqlglot
-    from sqlglot import exp
 
     text = sql.strip()
     while text.endswith(";"):

@@ -32,8 +32,8 @@ work; with another cost it is one replacement):
 State kept: live arcs by source and by target, ``rows``, ``srcs`` (shortest paths), the arcs
 the batch touched. No provenance is stored:
 ``explain(row)`` derives a witness on demand from the live base tuples (the row's own path for
-shortest paths; the fewest-hops path for reachability, by a search from ``src``), and
-``explain(row, complete=True)`` every minimal witness (``reference.reference_provenance``).
+shortest paths; the fewest-hops path for reachability, by a search from ``src``); every minimal
+witness is research code (``bench/recursive_research``, ``explain(row, complete=True)``).
 Snapshots hold the front only; the rows are rebuilt from the live arcs on restore (one search per
 source, as at load).
 """
@@ -455,14 +455,7 @@ class OneNodeImpl:
                     todo.append(y)
         return None
 
-    def explain(self, r, complete: bool = False) -> str:
-        if complete:
-            from operators.recursive.reference import reference_provenance
-
-            prov, formulas = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),
-                                                  self.front.live_edges())
-            f = formulas.get(r)
-            return "false" if f is None else prov.render(f)
+    def explain(self, r) -> str:
         if self.current(r) is None:
             return "false"
         arcs = self.witness(r)

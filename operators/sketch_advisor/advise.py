@@ -353,7 +353,7 @@ def verify(sql: str, tables: dict, candidates: list[Candidate], *, fragments: in
     """The candidates with ``true`` set: the share the accurate sketch covers, computed by a
     capture with the maintenance engine (``how="capture"``, ``SketchMaintainer.initialize``) or
     by ``how(sql, tables, partitions) -> {table: fragment ids}``: the tests and the bench pass
-    the DuckDB lineage oracle (``operators.sketch_reference.reference_sketch``) here, which
+    the DuckDB lineage oracle (``tests.oracles.sketch_reference.reference_sketch``) here, which
     product code never imports."""
     if isinstance(how, str) and how != "capture":
         raise ValueError(f"verify: how must be 'capture' or a function, got {how!r}")

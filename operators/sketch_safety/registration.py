@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 
 from core.config.sketch_sql import sql_problem
-from core.errors import ConfigError, IvmError, SqlError
+from core.errors import ConfigError, IvmError, SqlError, UnsafeSketchError, UnsupportedSqlError
+from operators.sketch import RangePartition, SketchMaintainer
+from operators.sketch_safety import check_safety
 
 _CODE = re.compile(r"\[IVM\d{3}\] ")
 
-
 def _table_attribute(p) -> tuple[str, str]:
     return (p.table, p.attribute) if hasattr(p, "table") else (p[0], p[1])
-
 
 def table_attributes(parts) -> list[tuple[str, str]]:
     """(table, attribute) per partition; ConfigError if none or a table is given twice."""
@@ -33,11 +33,9 @@ def table_attributes(parts) -> list[tuple[str, str]]:
         raise ConfigError(f"one partition attribute per table: {', '.join(dup)} given twice")
     return pairs
 
-
 def check_query(cfg, name: str, sql: str, parts) -> list[str]:
     """Parse and plan the query against the config's table schemas with its partitions
     (``Part``s or (table, attribute, ...) tuples); the tables it reads."""
-    from operators.sketch import RangePartition, SketchMaintainer
 
     names = {t.name for t in cfg.tables}
     for p in parts:
@@ -54,13 +52,11 @@ def check_query(cfg, name: str, sql: str, parts) -> list[str]:
             raise ConfigError(f"sketch {name!r}: the query does not read the partitioned table {t!r}")
     return list(m.tables)
 
-
 def may_be_null(cfg) -> dict:
     """table -> columns a CDC record may set to NULL (all but the primary key and the
     declared ``not_null`` columns, which the decoder enforces): the safety check must hold
     for the mirror after any future batch, not only for today's rows."""
     return {t.name.lower(): set(t.column_names) - set(t.primary_key) - set(t.not_null) for t in cfg.tables}
-
 
 def declared_stats(cfg) -> dict:
     """table -> column -> (min, max) from the tables' declared ``ranges``: the decoder
@@ -68,13 +64,10 @@ def declared_stats(cfg) -> dict:
     (PBDS's pred(R) for the safety check)."""
     return {t.name.lower(): {c: (lo, hi) for c, lo, hi in t.ranges} for t in cfg.tables if t.ranges}
 
-
 def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dict | None = None,
                     stats: dict | None = None) -> str:
     """The safety check for an explicit --partition (``schema``: table -> column names;
     ``stats``: declared ranges); UnsafeSketchError with the reason if refused."""
-    from core.errors import UnsafeSketchError, UnsupportedSqlError
-    from operators.sketch_safety import check_safety
 
     if table.lower() not in schema:
         raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
@@ -87,12 +80,10 @@ def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dic
         raise UnsafeSketchError(f"refused --partition {table}.{attr}: {r.reason}")
     return r.reason
 
-
 def check_safe(cfg, name: str, sql: str, parts) -> list[str]:
     """The PBDS safety check for a registration, per partitioned table, for any future data
     (every non-key column may become NULL, no statistics of today's rows); UnsafeSketchError
     names the reason. Returns each table's reason for being safe."""
-    from core.errors import UnsafeSketchError
 
     schema = {t.name.lower(): t.column_names for t in cfg.tables}
     out = []
@@ -103,19 +94,16 @@ def check_safe(cfg, name: str, sql: str, parts) -> list[str]:
             raise UnsafeSketchError(f"sketch {name!r}: {e}") from None
     return out
 
-
 def _again(e: Exception, where: str) -> Exception:
     """The same IvmError (class and code) with ``where`` in front and inner codes removed."""
     text = _CODE.sub("", e.args[0] if e.args else str(e))
     return type(e)(f"{where}: {text}", code=e.code) if isinstance(e, IvmError) else e
 
-
-def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
+def check_sketch_sql(cfg, name: str, sql: str, partitions=(), *, where: str | None = None) -> None:
     """The checks ``sketch register`` and the job run on a registered query, without Spark:
     one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
     tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the
     safety check for any future data. With no ``partitions`` only the first two run."""
-    from operators.sketch import SketchMaintainer
 
     where = where or f"sketch {name!r}"
     why = sql_problem(sql)
@@ -137,7 +125,6 @@ def check_sketch_sql(cfg: JobConfig, name: str, sql: str, partitions=(), *, wher
         if "[[sketches]]" in where:  # a config entry has no --partition flag
             text = text.replace("refused --partition ", "refused partition ")
         raise _again(type(e)(text, code=e.code), where) from None
-
 
 def check_sketches(cfg) -> None:
     """``check_sketch_sql`` for every ``[[sketches]]`` entry of a loaded config."""

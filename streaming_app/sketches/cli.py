@@ -14,34 +14,53 @@ quarantines records that break it, so the check may use it.
 
 from __future__ import annotations
 
+import argparse
+import functools
 import json
+import math
 
-from core.errors import ConfigError, SqlError
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from connectors import delta_sink as sink
+from connectors import object_store
+from connectors import object_store as store
+from connectors.s3_lease import S3Lease
 from core.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, sql_problem
-from operators.sketch_safety.registration import check_sketch_sql
-from streaming_app.settings import load_config
+from core.errors import ConfigError, SqlError
+from operators.sketch_advisor import advise_report, format_advice
+from operators.sketch_safety.check import parse
+from operators.sketch_safety.registration import (
+    check_partition,
+    check_query,
+    check_sketch_sql,
+    declared_stats,
+    may_be_null,
+)
 from streaming_app.flags import int_in
+from streaming_app.settings import load_config
+from streaming_app.sketches import query as sq
+from streaming_app.sketches.query import mirror_written, run_query, sketch_predicate
+from streaming_app.sketches.register import drop_query, register_query
+from streaming_app.sketches.registry import as_parts
+from streaming_app.spark_session import SessionOptions, build_session
 
 
 def _cfg(args):
-    from connectors import object_store
 
     cfg = load_config(args.config)
     object_store.use(cfg.s3)  # delta-rs reads of an s3 lake
     return cfg.with_overrides(master=getattr(args, "master", None), lake_root=getattr(args, "lake_root", None),
                               checkpoint_root=getattr(args, "checkpoint_root", None))
 
-
 def _holding_lake(fn):
     """A command that may write the lake (a registration, a lazy sketch brought forward, a
     layout): on an S3 lake it holds the lake's lease while it runs, so it is refused while the
     job runs there (S3Proxy cannot make two writers of one table safe; README)."""
-    import functools
 
     @functools.wraps(fn)
     def run(args) -> int:
-        from connectors import object_store
-        from connectors.s3_lease import S3Lease
 
         cfg = _cfg(args)
         if not object_store.is_s3(cfg.lake_root):
@@ -51,14 +70,10 @@ def _holding_lake(fn):
 
     return run
 
-
 def _spark(cfg):
-    from connectors import object_store
-    from streaming_app.spark_session import SessionOptions, build_session
 
     return build_session(cfg.spark, SessionOptions(app_name=f"ivmstream-sketch:{cfg.name}", ui=False,
                                                    s3=object_store.lake_s3(cfg)))
-
 
 def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
     part, _, frags = spec.strip().partition(":")
@@ -73,31 +88,23 @@ def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
         raise ConfigError(f"--partition {spec!r}: FRAGMENTS must lie in 1..{MAX_FRAGMENTS:,}, got {n}")
     return table, attr, n
 
-
 def sketch_name(text: str) -> str:
     """``--name`` and the NAME arguments: the names a [[sketches]] entry may have."""
-    import argparse
 
     if len(text) > MAX_NAME_LEN or not _NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a sketch name (letters, digits, '_', '-', '.', "
                                          f"starting with a letter, digit or '_'; at most {MAX_NAME_LEN})")
     return text
 
-
 def fragments(text: str) -> int:
     return int_in(1, MAX_FRAGMENTS)(text)
-
 
 def parse_partitions(specs, default_fragments: int) -> list[tuple[str, str, int]]:
     """Several ``--partition`` options, each one spec or a comma-separated list of them."""
     return [parse_partition(x, default_fragments) for spec in specs for x in spec.split(",") if x.strip()]
 
-
 def query_tables(cfg, sql: str) -> dict:
     """name (lower case) -> TableConfig of every table ``sql`` reads."""
-    from sqlglot import exp
-
-    from operators.sketch_safety.check import parse
 
     declared = {t.name.lower(): t for t in cfg.tables}
     out = {}
@@ -107,14 +114,9 @@ def query_tables(cfg, sql: str) -> dict:
         out[name] = declared[name]
     return out
 
-
 def mirror_tables(cfg, sql: str) -> dict:
     """Current rows of the tables ``sql`` reads, from their Delta mirrors (delta-rs, no Spark);
     a mirror not written yet is an empty table of the declared schema."""
-    import pyarrow as pa
-
-    from connectors import delta_sink as sink
-    from connectors import object_store as store
 
     lake = sink.Lake(cfg.lake_root)
     out = {}
@@ -126,13 +128,11 @@ def mirror_tables(cfg, sql: str) -> dict:
         out[name] = data
     return out
 
-
 def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, nullable: dict | None = None,
                      per_table: bool = False, stats: dict | None = None):
     """The advisor's choice for a registration: (Advice, [chosen Candidate]); ConfigError if
     none. ``per_table``: the best safe attribute of every table whose estimated sketch covers
     at most ``PER_TABLE_MAX`` of it (sketching a table that is read almost whole gains nothing)."""
-    from operators.sketch_advisor import advise_report
 
     if not any(t.num_rows for t in tables.values()):
         raise ConfigError("the advisor needs rows in the mirrors to estimate sketch sizes; "
@@ -149,13 +149,9 @@ def choose_partition(sql: str, tables: dict, fragments: int, seed: int = 0, null
             best[c.table] = c
     return advice, list(best.values()) or [advice.chosen]
 
-
 PER_TABLE_MAX = 0.5
 
-
 def cmd_advise(args) -> int:
-    from operators.sketch_advisor import advise_report, format_advice
-    from operators.sketch_safety.registration import declared_stats, may_be_null
 
     cfg = _cfg(args)
     check_sketch_sql(cfg, "--sql", args.sql, where="--sql")  # syntax, supported SQL, tables, columns
@@ -170,12 +166,8 @@ def cmd_advise(args) -> int:
     print(format_advice(advice), end="")
     return 0
 
-
 @_holding_lake
 def cmd_register(args) -> int:
-    from operators.sketch_safety.registration import check_partition, check_query, declared_stats, may_be_null
-    from streaming_app.sketches.register import register_query
-    from streaming_app.sketches.registry import as_parts
 
     cfg = _cfg(args)
     # the SQL first (one SELECT, supported, over declared tables and columns): the safety
@@ -211,10 +203,8 @@ def cmd_register(args) -> int:
           f"mirror version {reg.capture_version}, {state}")
     return 0
 
-
 @_holding_lake
 def cmd_drop(args) -> int:
-    from streaming_app.sketches.register import drop_query
 
     cfg = _cfg(args)
     if not drop_query(_spark(cfg), cfg, args.name):
@@ -222,18 +212,13 @@ def cmd_drop(args) -> int:
     print(f"dropped {args.name}")
     return 0
 
-
 def _records(cfg, name):
-    from connectors import delta_sink as sink
-    from streaming_app.sketches import query as sq
 
     reg, recs = sq.records(lambda: _spark(cfg), cfg, name)  # Spark only for a lazy query
     return sink.Lake(cfg.lake_root), reg, recs
 
-
 @_holding_lake
 def cmd_show(args) -> int:
-    from streaming_app.sketches import query as sq
 
     cfg = _cfg(args)
     lake, reg, recs = _records(cfg, args.name)
@@ -267,10 +252,8 @@ def cmd_show(args) -> int:
     print(f"{'staleness':>16}: {sq.staleness_line(st)}")
     return 0
 
-
 @_holding_lake
 def cmd_filter(args) -> int:
-    from streaming_app.sketches.query import sketch_predicate
 
     cfg = _cfg(args)
     _, reg, recs = _records(cfg, args.name)
@@ -293,15 +276,12 @@ def cmd_filter(args) -> int:
             print(f"{part.table}: {pred(part)}")
     return 0
 
-
 def _scan_line(run) -> str:
     per = ", ".join(f"{t} {s['files']} files {s['bytes']:,} B" for t, s in sorted(run.scan.items()))
     return f"{len(run.rows)} rows, {run.files} files, {run.bytes:,} bytes, {run.seconds * 1000:.0f} ms ({per})"
 
-
 @_holding_lake
 def cmd_query(args) -> int:
-    from streaming_app.sketches.query import run_query
 
     cfg = _cfg(args)
     why = sql_problem(args.sql, dialect="spark")  # Spark SQL, not only what the sketch engine reads
@@ -333,15 +313,9 @@ def cmd_query(args) -> int:
             print(r)
     return 0 if out.get("equal", True) else 1
 
-
 def _check_query_tables(cfg, sql: str) -> None:
     """Every table the query names is declared and has a mirror in the lake: said before Spark
     starts, in the words of the config (Spark would say "Path does not exist")."""
-    import sqlglot
-    from sqlglot import exp
-
-    from connectors import delta_sink as sink
-    from streaming_app.sketches.query import mirror_written
 
     tree = sqlglot.parse_one(sql, read="spark")
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -358,10 +332,8 @@ def _check_query_tables(cfg, sql: str) -> None:
             raise ConfigError(f"table {declared[name].name!r} has no mirror in {cfg.lake_root} yet: the job has "
                               "not written it there (run the job first, or give the job's lake with --lake-root)")
 
-
 @_holding_lake
 def cmd_layout(args) -> int:
-    from connectors import delta_sink as sink
 
     cfg = _cfg(args)
     if args.attribute not in cfg.table(args.table).column_names:
@@ -374,10 +346,7 @@ def cmd_layout(args) -> int:
     print(f"optimized {path} with ZORDER BY ({args.attribute}), files up to {args.max_file_mb} MB")
     return 0
 
-
 def sampling_rate(text: str) -> float:
-    import argparse
-    import math
 
     try:
         v = float(text)
@@ -387,18 +356,14 @@ def sampling_rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a sampling rate in (0, 1], got {text!r}")
     return v
 
-
 def seed(text: str) -> int:
     return int_in(0, 2**32 - 1)(text)
-
 
 def max_file_mb(text: str) -> int:
     return int_in(1, 1 << 20)(text)
 
-
 def show_rows(text: str) -> int:
     return int_in(0, 10**9)(text)
-
 
 def add_commands(sub, common) -> None:
     s = sub.add_parser("sketch", help="register, drop and inspect provenance sketches of queries")

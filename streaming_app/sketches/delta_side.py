@@ -15,6 +15,7 @@ rows at capture; smaller tables keep the in-memory index.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from decimal import Decimal
 
 import numpy as np
@@ -31,7 +32,6 @@ from streaming_app.sketches.pushdown import column_kind, pushdown_for_scan, sql_
 ENCODING = "join.side.delta.v1"
 _IN_LIST_MAX = 2000  # distinct probe keys up to which the probe is an IN list (file skipping)
 
-
 # -- join inputs in the Delta mirror ---------------------------------------------------------------
 
 def plain_input(node):
@@ -41,7 +41,6 @@ def plain_input(node):
     while isinstance(cur, (P.FilterNode, P.ProjectNode)):
         cur = cur.children[0]
     return cur if isinstance(cur, P.ScanNode) else None
-
 
 def base_column(node, cid: str) -> str | None:
     """The scanned column behind output id ``cid`` of a plain input, or None if computed."""
@@ -62,7 +61,6 @@ def base_column(node, cid: str) -> str | None:
         else:
             return None
 
-
 class Binding:
     """What a DeltaSide needs at run time: Spark, the lake, the version per table that the
     sketch state currently reflects (the QueryState's ``versions``), and optionally a probe
@@ -71,7 +69,6 @@ class Binding:
     def __init__(self, spark, lake, versions_of, column_types: dict, cache: "ProbeCache | None" = None):
         self.spark, self.lake, self.versions_of, self.column_types = spark, lake, versions_of, column_types
         self.cache = cache
-
 
 class ProbeCache:
     """Rows fetched by DeltaSide probes in the current batch, keyed by what determines them
@@ -88,7 +85,6 @@ class ProbeCache:
 
     @staticmethod
     def key(path: str, version: int, key_cols, keys: pa.Table, cond, cols) -> tuple:
-        import hashlib
 
         srt = keys.sort_by([(c, "ascending") for c in keys.column_names]) if keys.num_rows else keys
         sink = pa.BufferOutputStream()
@@ -96,7 +92,6 @@ class ProbeCache:
             w.write_table(srt)
         digest = hashlib.sha1(sink.getvalue().to_pybytes()).hexdigest()
         return (path, int(version), tuple(key_cols), digest, cond, tuple(cols))
-
 
 class DeltaSide(SideStore):
     """A ``SideStore`` whose rows stay in the Delta mirror: net weights per key hash here, rows
@@ -226,7 +221,6 @@ class DeltaSide(SideStore):
             df = df.where(cond)
         return df.select(*[F.col(f"`{c}`") for c in cols]).toArrow()
 
-
 def _key_literal(v, kind: str) -> str:
     if isinstance(v, float) and v.is_integer() and kind in ("int", "float", "other"):
         v = int(v)  # the engine widens numeric keys to float64; the mirror holds the integers
@@ -239,7 +233,6 @@ def _key_literal(v, kind: str) -> str:
         return f"DATE '{v.isoformat()}'"
     return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-
 def delta_side_factory(large_tables: set):
     """A ``store_factory`` for SketchMaintainer: DeltaSide for plain inputs over a table in
     ``large_tables`` whose join keys are plain columns, the in-memory index otherwise."""
@@ -251,7 +244,6 @@ def delta_side_factory(large_tables: set):
 
     return make
 
-
 def delta_sides(engine):
     """[(DeltaSide, its input node)] of an engine's joins."""
     out = []
@@ -261,7 +253,6 @@ def delta_sides(engine):
                 if isinstance(store, DeltaSide):
                     out.append((store, child))
     return out
-
 
 def bind_sides(engine, binding: Binding) -> int:
     """Attach Spark and the version source to every DeltaSide (after capture or restore)."""

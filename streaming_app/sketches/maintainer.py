@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from core.faults import kill_point
 from streaming_app.sketches import outputs
 from streaming_app.sketches.delta_side import ProbeCache
 from streaming_app.sketches.progress import progress_listener
@@ -163,20 +164,20 @@ class SketchStreamMaintainer:
         sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch outputs")
         app = f"{ctx.app_id}:{self.name}"
         outputs.write_deltas(spark, lake, deltas, ctx.batch_id, f"{app}:deltas")
-        _fault("sketch.deltas", ctx.batch_id)
+        kill_point("sketch.deltas", ctx.batch_id)
         dirty = [q for q in self.queries.values() if q.ready() and q.dirty]
         outputs.write_sketch_rows(spark, lake, dirty, ctx.batch_id, f"{app}:sketches")
-        _fault("sketch.merge", ctx.batch_id)
+        kill_point("sketch.merge", ctx.batch_id)
         self.batches_since_snapshot += 1
         snap = [q for q in self.queries.values() if q.ready() and (q in new or self.batches_since_snapshot
                                                                      >= self.snapshot_every)]
         if snap:
             sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch snapshots")
             store = self._store(spark, lake)
-            _fault("sketch.state.begin", ctx.batch_id)  # the kill campaign's points inside these writes
+            kill_point("sketch.state.begin", ctx.batch_id)  # the kill campaign's points inside these writes
             for q in snap:  # one row per query, each idempotent on (app id:sketch.<query>, batch)
                 write_snapshot(store, q, ctx.batch_id, ctx.app_id)
-            _fault("sketch.state", ctx.batch_id)
+            kill_point("sketch.state", ctx.batch_id)
             if self.batches_since_snapshot >= self.snapshot_every:
                 self.batches_since_snapshot = 0
         ctx.metrics[self.name] = {
@@ -195,10 +196,3 @@ class SketchStreamMaintainer:
             for b in sorted(self.recent)[:-16]:
                 del self.recent[b]
         sc.setJobDescription(None)
-
-
-def _fault(step: str, batch_id: int) -> None:
-    """Fault points inside this maintainer (IVMSTREAM_KILL_AT="sketch.deltas:<batch>" etc.)."""
-    from streaming_app.job import _fault as job_fault
-
-    job_fault(step, batch_id)

@@ -10,6 +10,7 @@ holds NULLs and the sketch has the NULL fragment).
 
 from __future__ import annotations
 
+import decimal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,6 @@ from streaming_app.sketches.registry import Part, Registration, read_registry
 from streaming_app.sketches.snapshots import open_store, restore_latest, write_snapshot
 from streaming_app.sketches.tables import REGISTERED, SKETCHES
 
-
 # -- reading sketches without Spark (delta-rs) -----------------------------------------------------
 
 def _dl_table(path: str) -> pa.Table | None:
@@ -35,14 +35,12 @@ def _dl_table(path: str) -> pa.Table | None:
     except Exception:  # noqa: BLE001 - table absent
         return None
 
-
 def registration(lake: sink.Lake, name: str) -> Registration:
     t = _dl_table(lake.output(REGISTERED))
     rows = [] if t is None else [r for r in t.to_pylist() if r["name"] == name]
     if not rows:
         raise ConfigError(f"no registered sketch named {name!r} in {lake.root}")
     return Registration.from_rows(rows)
-
 
 def sketch_records(lake: sink.Lake, name: str) -> dict:
     """partitioned table (lower case) -> its ``sketches`` row for the query."""
@@ -52,7 +50,6 @@ def sketch_records(lake: sink.Lake, name: str) -> dict:
         raise ConfigError(f"sketch {name!r} has not been captured yet (no row in 'sketches'; "
                           "the job captures it at its next batch once the table has rows)")
     return {r["table_name"].lower(): r for r in rows}
-
 
 def lazy_refresh(spark, cfg, name: str) -> dict:
     """Bring a lazy query's sketch up to the mirrors' latest versions (from its newest
@@ -80,7 +77,6 @@ def lazy_refresh(spark, cfg, name: str) -> dict:
         write_snapshot(store, q, batch_id=-1, app_id=None)
     return sketch_records(lake, name)
 
-
 def records(spark, cfg, name: str) -> tuple[Registration, dict]:
     """The registration and its ``sketches`` rows, a lazy query brought forward first."""
     lake = sink.Lake(cfg.lake_root)
@@ -89,14 +85,12 @@ def records(spark, cfg, name: str) -> tuple[Registration, dict]:
         return reg, lazy_refresh(spark() if callable(spark) else spark, cfg, name)
     return reg, sketch_records(lake, name)
 
-
 def coverage(lake: sink.Lake, rec: dict, part: Part) -> tuple[int, int]:
     """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
     col = store.rs_table(lake.mirror(part.table)).to_pyarrow_table(columns=[part.attribute]).column(part.attribute)
     ids = part.partition().fragment_of(col)
     inside = np.isin(ids, np.asarray(rec["fragments"], dtype=np.int64))
     return int(inside.sum()), len(ids)
-
 
 def staleness(lake: sink.Lake, recs: dict, now=None) -> dict:
     """How far a query's sketch lags behind its mirrors: per table the query reads, the latest
@@ -116,7 +110,6 @@ def staleness(lake: sink.Lake, recs: dict, now=None) -> dict:
     age = None if updated is None else max(0.0, (now - updated).total_seconds())
     return {"current": not behind, "behind": behind, "updated_at": updated, "age_s": age}
 
-
 def staleness_line(st: dict) -> str:
     age = "" if st["age_s"] is None else f", updated {st['age_s']:.0f} s ago"
     if st["current"]:
@@ -124,13 +117,11 @@ def staleness_line(st: dict) -> str:
     lag = ", ".join(f"{t} v{b['sketch']} of v{b['mirror']} ({b['versions']} behind)" for t, b in st["behind"].items())
     return f"behind: {lag}{age}"
 
-
 # -- file statistics -------------------------------------------------------------------------------
 
 def merged_runs(part: Part, fragments) -> tuple[list, bool]:
     """Sketch fragments as merged value ranges [(lo or None, hi or None)], plus 'has NULL'."""
     return partition_runs(part.partition(), fragments)
-
 
 def partition_runs(p, fragments) -> tuple[list, bool]:
     """``merged_runs`` for a ``RangePartition`` (e.g. one of an engine's several partitions)."""
@@ -139,9 +130,7 @@ def partition_runs(p, fragments) -> tuple[list, bool]:
            for lo, hi in runs]
     return out, has_null
 
-
 PREDICATE_FORMS = ("grouped", "flat")
-
 
 def sketch_predicate(part: Part, fragments, form: str = "grouped") -> str:
     """The SQL condition selecting a sketch's fragments of one partitioned table:
@@ -151,12 +140,9 @@ def sketch_predicate(part: Part, fragments, form: str = "grouped") -> str:
         raise ConfigError(f"predicate form {form!r} is not one of {', '.join(PREDICATE_FORMS)}")
     return part.partition().predicate(fragments, grouped=form == "grouped")
 
-
 def _num(v):
-    import decimal
 
     return float(v) if isinstance(v, decimal.Decimal) else v
-
 
 def file_stats(path: str, attribute: str | None = None, runs=None, has_null: bool = False) -> dict:
     """Files and bytes of the table, and those a scan restricted to ``runs`` must read."""
@@ -179,7 +165,6 @@ def file_stats(path: str, attribute: str | None = None, runs=None, has_null: boo
     return {"files_total": n, "bytes_total": int(sum(sizes)), "files": int(sum(keep)),
             "bytes": int(sum(s for s, k in zip(sizes, keep) if k))}
 
-
 # -- the query with and without the sketch -----------------------------------------------------------
 
 @dataclass
@@ -190,11 +175,9 @@ class QueryRun:
     bytes: int
     scan: dict = field(default_factory=dict)  # Spark's scan metrics per table (see scan_metrics)
 
-
 def mirror_written(path: str) -> bool:
     """Whether the mirror at ``path`` has a Delta log (an object store's is assumed)."""
     return "://" in str(path) or (Path(path) / "_delta_log").is_dir()
-
 
 def _register_views(spark, cfg, predicates: dict | None = None) -> None:
     lake = sink.Lake(cfg.lake_root)
@@ -206,7 +189,6 @@ def _register_views(spark, cfg, predicates: dict | None = None) -> None:
         if t.name in preds:
             df = df.where(preds[t.name])
         df.createOrReplaceTempView(t.name)
-
 
 def scan_metrics(df, paths: dict | None = None) -> dict:
     """Spark's own scan figures for an executed DataFrame, from the SQL metrics of its physical
@@ -247,7 +229,6 @@ def scan_metrics(df, paths: dict | None = None) -> dict:
     walk(df._jdf.queryExecution().executedPlan())
     return out
 
-
 def run_with_predicates(spark, cfg, sql: str, predicates: dict | None = None) -> QueryRun:
     """Run ``sql`` over the mirrors with each table in ``predicates`` (name -> SQL condition,
     e.g. the predicates of an engine sketch partitioned on several tables) restricted; files /
@@ -266,7 +247,6 @@ def run_with_predicates(spark, cfg, sql: str, predicates: dict | None = None) ->
     return QueryRun(_norm(rows), secs, sum(s["files"] for s in scan.values()),
                     sum(s["bytes"] for s in scan.values()), scan)
 
-
 def results_equal(sql: str, a: list, b: list) -> bool:
     """Normalised result rows equal; with ORDER BY in order, ties may come out in another order."""
     ordered = " order by " in " ".join(sql.lower().split())
@@ -275,9 +255,7 @@ def results_equal(sql: str, a: list, b: list) -> bool:
         eq = sorted(a, key=repr) == sorted(b, key=repr)
     return eq
 
-
 def _norm(rows) -> list:
-    import decimal
 
     def v(x):
         if isinstance(x, float):
@@ -287,7 +265,6 @@ def _norm(rows) -> list:
         return x
 
     return [tuple(v(x) for x in r) for r in rows]
-
 
 def run_query(spark, cfg, sql: str, use_sketch: str | None = None, form: str = "grouped") -> dict:
     """Run ``sql`` over the mirrors, and with ``use_sketch`` again with every partitioned

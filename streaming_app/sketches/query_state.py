@@ -12,9 +12,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from connectors import delta_sink as sink
+from connectors.delta_sink import read_version
+from operators.sketch import RecaptureRequired, SketchMaintainer
+from operators.sketch.aggregate import AggState
+from operators.sketch.join import JoinState
+from operators.sketch.scan import WEIGHT
+from operators.sketch.topk import TopKState
 from operators.sketch_safety.registration import check_query
-from state.recovery import read_table
 from streaming_app.sketches import delta_side
 from streaming_app.sketches.outputs import sketch_rows
 from streaming_app.sketches.pushdown import pushdown
@@ -48,7 +57,6 @@ class QueryState:
         mirror has no values yet to compute boundaries from (the query stays pending).
         ``tables_cache``: (table, version) -> full table, shared by several captures;
         ``progress``: called with a line (rows, %, rate) every few seconds of a long capture."""
-        from operators.sketch import SketchMaintainer
 
         reg = self.reg
         for p in reg.parts:
@@ -66,7 +74,7 @@ class QueryState:
             if tables_cache is not None and key in tables_cache:
                 data[t] = tables_cache[key]
             else:
-                data[t] = read_table(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
+                data[t] = read_version(spark, lake.mirror(t), versions[t], cfg.table(t).column_names)
                 if tables_cache is not None:
                     tables_cache[key] = data[t]
         self.capture_rows = sum(d.num_rows for d in data.values())
@@ -126,7 +134,6 @@ class QueryState:
         number of delta rows read.  ``reads``: table ->
         (Spark condition, columns) to read with (several queries' push-downs combined, so
         that one read in ``cache`` serves them all); default: this query's own."""
-        from operators.sketch import RecaptureRequired
 
         if not self.bound:
             self._bind(spark, lake, cfg)
@@ -168,10 +175,8 @@ class QueryState:
             self.dirty = True
         return (added, removed), rows
 
-
 CAPTURE_CHUNK_ROWS = 250_000
 PROGRESS_EVERY_S = 3.0
-
 
 def initialize(engine, data: dict, progress=None, chunk_rows: int = CAPTURE_CHUNK_ROWS) -> None:
     """Build ``engine``'s state from the full tables in ``data`` (name -> pyarrow.Table).
@@ -188,11 +193,6 @@ def initialize(engine, data: dict, progress=None, chunk_rows: int = CAPTURE_CHUN
     line says so). A query with a join input that stays in its Delta mirror
     (``delta_side.DeltaSide``) is built in one step: a later chunk would probe the mirror with
     Spark, and one step probes nothing."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from operators.sketch.scan import WEIGHT
 
     total = sum(d.num_rows for d in data.values())
     if progress is None or total <= chunk_rows:
@@ -235,12 +235,8 @@ def initialize(engine, data: dict, progress=None, chunk_rows: int = CAPTURE_CHUN
                 progress(f"{done:,} of {total:,} rows ({100 * done / total:.0f}%), "
                          f"{done / (now - t0):,.0f} rows/s")
 
-
 def state_entries(engine) -> int:
     """``QueryState.state_size`` of a ``SketchMaintainer`` (cheap: sizes of its containers)."""
-    from operators.sketch.aggregate import AggState
-    from operators.sketch.join import JoinState
-    from operators.sketch.topk import TopKState
 
     n = len(engine.merge.rows) + len(engine.merge.counts)
     for node in engine.query.root.walk() if engine.query is not None else ():

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from connectors import delta_sink as sink
 from core.errors import ConfigError
+from core.faults import kill_point
 from operators.sketch_safety.registration import check_query, check_safe
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
-from streaming_app.sketches.registry import (SPARK_BOUNDARIES_ROWS, Registration, append_registration, as_parts,
-                                             compute_boundaries, read_registry)
+from streaming_app.sketches.registry import (
+    SPARK_BOUNDARIES_ROWS,
+    Registration,
+    append_registration,
+    as_parts,
+    compute_boundaries,
+    read_registry,
+)
 from streaming_app.sketches.snapshots import open_store, store_name, write_snapshot
 from streaming_app.sketches.tables import REGISTERED, SKETCHES, ensure_tables
-
 
 
 def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eager", *,
@@ -50,10 +56,10 @@ def register_query(spark, cfg, name: str, sql: str, partitions, mode: str = "eag
             compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, p.capture_version,
                                spark_above=SPARK_BOUNDARIES_ROWS if cfg.state.backend == "statestore" else None)
     reg = Registration(name, sql, parts, mode, sink.utcnow())
-    _fault("register.begin", -1)  # the kill campaign times kills into the writes below
+    kill_point("register.begin", -1)  # the kill campaign times kills into the writes below
     append_registration(spark, lake, reg)
     if capture and reg.captured:
-        _fault("register.capture", -1)
+        kill_point("register.capture", -1)
         q = QueryState(reg)
         versions = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in cfg.tables}
         q.capture(spark, lake, cfg, versions,
@@ -75,10 +81,3 @@ def drop_query(spark, cfg, name: str) -> bool:
     DeltaTable.forPath(spark, lake.output(SKETCHES)).delete(f"query = '{lit}'")
     open_store(spark, lake).drop(store_name(name))
     return True
-
-
-def _fault(step: str, batch_id: int) -> None:
-    """Fault points of a registration (IVMSTREAM_KILL_AT="register.begin:-1" etc.)."""
-    from streaming_app.job import _fault as job_fault
-
-    job_fault(step, batch_id)

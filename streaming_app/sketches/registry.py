@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors import object_store as store
+from operators.sketch import RangePartition
+from operators.sketch.partition import equi_depth_positions
 from operators.sketch_safety.registration import table_attributes
 from streaming_app.sketches.tables import REGISTERED, bounds_from_json, bounds_to_json
 
@@ -25,13 +27,11 @@ class Part:
     capture_version: int | None = None
 
     def partition(self):
-        from operators.sketch import RangePartition
 
         return RangePartition(self.attribute, self.boundaries)
 
     def __str__(self) -> str:
         return f"{self.table}.{self.attribute}:{self.fragments}"
-
 
 @dataclass
 class Registration:
@@ -72,7 +72,6 @@ class Registration:
                  for r in sorted(rows, key=lambda r: r["partition_table"])]
         return cls(r0["name"], r0["sql"], parts, r0["mode"] or "eager", r0["registered_at"])
 
-
 def group_registrations(rows) -> dict[str, Registration]:
     by: dict = {}
     for r in rows:
@@ -85,40 +84,33 @@ def as_parts(partitions) -> list[Part]:
     table_attributes(parts)  # at least one, one attribute per table
     return parts
 
-
 def read_registry(spark, lake: sink.Lake) -> dict[str, Registration]:
     path = lake.output(REGISTERED)
-    if sink._rs(path):  # delta-rs reads it without a Spark job
+    if sink.rs_writes(path):  # delta-rs reads it without a Spark job
         return group_registrations(store.rs_table(path).to_pyarrow_table().to_pylist())
     rows = spark.read.format("delta").load(path).collect()
     return group_registrations([r.asDict() for r in rows])
-
 
 # Above this many rows a mirror's boundaries come from a sort on the executors, not from its
 # column read into the driver (SF10's lineitem: 60 M keys, ~2.3 GB of driver memory that way).
 SPARK_BOUNDARIES_ROWS = 4_000_000
 _SPARK_SORTABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "date")
 
-
 def compute_boundaries(spark, lake: sink.Lake, table: str, attribute: str, fragments: int, version: int,
                        spark_above: int | None = None):
     """Equi-depth boundaries of the mirror's attribute at ``version``; None if it has no values.
     With ``spark_above``, a mirror of more rows is sorted by Spark on the executors
     (``spark_equi_depth_picks``) instead of read into the driver."""
-    from operators.sketch import RangePartition
-
-    from state.recovery import read_table  # delta-rs on a local or s3 lake: no Spark job
 
     path = lake.mirror(table)
     if spark is not None and spark_above is not None and _rows(path, version) > spark_above:
         picked = spark_equi_depth_picks(spark, path, version, attribute, fragments)
         if picked is not False:
             return None if picked is None else list(RangePartition.from_picks(attribute, *picked).boundaries)
-    col = read_table(spark, path, version, [attribute]).column(attribute)
+    col = sink.read_version(spark, path, version, [attribute]).column(attribute)  # delta-rs: no Spark job
     if len(col) - col.null_count == 0:
         return None
     return list(RangePartition.equi_depth(attribute, col, fragments).boundaries)
-
 
 def _rows(path: str, version: int) -> int:
     """The table's row count at ``version`` from its log (0 when the log does not say)."""
@@ -128,15 +120,12 @@ def _rows(path: str, version: int) -> int:
     except Exception:  # noqa: BLE001 - no statistics: the driver's path
         return 0
 
-
 def spark_equi_depth_picks(spark, path: str, version: int, attribute: str, fragments: int):
     """``RangePartition.equi_depth``'s picks (the sorted values at its positions, and the maximum)
     of the mirror's attribute, by Spark jobs on the executors: a sort, kept by a local
     checkpoint; the rows of each sorted partition; the picked rows. The same values the driver's
     sort gives. None: no non-NULL value; False: a type this path does not take (the driver's)."""
     from pyspark.sql import functions as F
-
-    from operators.sketch.partition import equi_depth_positions
 
     df = spark.read.format("delta").option("versionAsOf", version).load(path)
     kind = df.schema[attribute].dataType.typeName()
@@ -169,7 +158,6 @@ def spark_equi_depth_picks(spark, path: str, version: int, attribute: str, fragm
         srt.unpersist()
         sc.setJobDescription(None)
 
-
 def _reg_rows(reg: Registration) -> pa.Table:
     n = len(reg.parts)
     return pa.table({
@@ -184,18 +172,17 @@ def _reg_rows(reg: Registration) -> pa.Table:
 
 def append_registration(spark, lake, reg: Registration) -> None:
     path = lake.output(REGISTERED)
-    if sink._rs(path):
+    if sink.rs_writes(path):
         store.rs_write(path, _reg_rows(reg), mode="append")
         return
     spark.createDataFrame(_reg_rows(reg)).write.format("delta").mode("append").save(path)
-
 
 def store_boundaries(spark, lake, name: str, part: Part) -> None:
     """Record boundaries computed at a later capture (the mirror had no values at registration)."""
     lit, tlit = name.replace("'", "''"), part.table.replace("'", "''")
     bounds = bounds_to_json(part.boundaries).replace("'", "''")
     path = lake.output(REGISTERED)
-    if sink._rs(path):  # delta-rs: one commit, no Spark job
+    if sink.rs_writes(path):  # delta-rs: one commit, no Spark job
         store.rs_table(path).update(
             predicate=f""""name" = '{lit}' AND "partition_table" = '{tlit}' AND "boundaries" IS NULL""",
             updates={'"boundaries"': f"'{bounds}'", '"capture_version"': f"CAST({int(part.capture_version)} AS BIGINT)"})
@@ -205,7 +192,6 @@ def store_boundaries(spark, lake, name: str, part: Part) -> None:
     DeltaTable.forPath(spark, path).update(
         f"name = '{lit}' AND partition_table = '{tlit}' AND boundaries IS NULL",
         {"boundaries": f"'{bounds}'", "capture_version": str(part.capture_version)})
-
 
 def registry_version(lake) -> int:
     """Version of ``registered_queries`` from its log (delta-rs, no Spark job); -1 if absent."""

@@ -18,6 +18,8 @@ and not deleted.
 
 from __future__ import annotations
 
+import json
+
 from state.engines import SketchEngine
 from state.recovery import restore_newest
 from state.snapshot_store import Snapshot, SnapshotStore
@@ -29,27 +31,22 @@ from streaming_app.sketches.tables import bounds_to_json
 def store_name(query: str) -> str:
     return f"sketch.{query}"
 
-
 def registration_config(reg: Registration) -> dict:
     """What a snapshot's state depends on besides the mirror versions."""
-    import json
 
     return {"sql": reg.sql, "parts": [[p.table, p.attribute, p.fragments,
                                        json.loads(bounds_to_json(p.boundaries)) if p.boundaries else None]
                                       for p in sorted(reg.parts, key=lambda p: p.table)]}
-
 
 def open_store(spark, lake) -> SnapshotStore:
     store = SnapshotStore(lake.root, spark)
     store.ensure()
     return store
 
-
 def write_snapshot(store: SnapshotStore, q, batch_id: int, app_id: str | None) -> bool:
     """One query's snapshot (``app_id`` None: outside the job, a plain append)."""
     encoding, data = SketchEngine(q.engine).snapshot()
     return store.write(store_name(q.name), app_id, batch_id, q.versions, encoding, data, registration_config(q.reg))
-
 
 def restore_latest(store: SnapshotStore, reg: Registration, committed: dict) -> tuple[SketchEngine, Snapshot | None,
                                                                                        str | None]:

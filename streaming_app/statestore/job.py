@@ -43,7 +43,8 @@ from connectors.debezium import DecodedBatch, decode_batch
 from core.mirror_plan import TablePlan
 from core.errors import ConfigError
 from streaming_app.decode_stage import KAFKA_COLUMNS, offset_ranges
-from streaming_app.job import BatchContext, IngestJob, _fault, _ms
+from core.faults import kill_point
+from streaming_app.job import BatchContext, IngestJob, _ms
 from streaming_app.statestore import generations
 from streaming_app.statestore import processors as P
 
@@ -306,7 +307,7 @@ class StatestoreJob(IngestJob):
         batch_df.sparkSession.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: keyed operators")
         self._rows = batch_df.toArrow()
         self._operators_ms = _ms(t)
-        _fault("operators", batch_id)
+        kill_point("operators", batch_id)
         try:
             super()._process_batch(batch_df, batch_id)
         finally:
@@ -390,10 +391,10 @@ class StatestoreJob(IngestJob):
         deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
         app = f"{ctx.app_id}:sketches"
         outputs.write_deltas(spark, self.lake, deltas, ctx.batch_id, f"{app}:deltas")
-        _fault("sketch.deltas", ctx.batch_id)
+        kill_point("sketch.deltas", ctx.batch_id)
         rows = [_SketchRow(regs[n], queries[n], self.current.get(n, {}), ctx.mirror_versions) for n in sorted(touched)]
         outputs.write_sketch_rows(spark, self.lake, rows, ctx.batch_id, f"{app}:sketches")
-        _fault("sketch.merge", ctx.batch_id)
+        kill_point("sketch.merge", ctx.batch_id)
         ctx.metrics["sketches"] = {"queries": len(regs), "sketch_changes": len(deltas),
                                    "ms": round((time.perf_counter() - t) * 1000, 1), "backend": "statestore",
                                    "state_operators": self._state_figures()}

@@ -26,6 +26,7 @@ from core import errors as E
 from state.engines import TriangleEngine
 from state.protocol import WEIGHT
 from state.recovery import MirrorCursor, Recovery
+from core.faults import kill_point
 from core.config import StateSettings, TrianglesConfig
 
 TRIANGLES_DDL = ("graph STRING, batch_id BIGINT, triangles BIGINT, edges BIGINT, heavy_vertices BIGINT, "
@@ -46,14 +47,12 @@ def plain(v):
 
 class TriangleMaintainer:
     def __init__(self, graph: TrianglesConfig, state: StateSettings | None = None):
-        from streaming_app.job import _fault
-
         self.graph = graph
         self.name = f"triangles.{graph.name}"
         cols = [graph.src, graph.dst] + ([graph.relation] if graph.relation else [])
         self.source = MirrorCursor(graph.table, cols)
         self.recovery = Recovery(self.name, [self.source], (state or StateSettings()).snapshot_every,
-                                 dataclasses.asdict(graph), fault=_fault)
+                                 dataclasses.asdict(graph), fault=kill_point)
         self.engine = self._fresh()
 
     def _fresh(self) -> TriangleEngine:

@@ -26,6 +26,7 @@ from connectors.debezium import Rejected
 from core import errors as E
 from state.engines import ViewEngine
 from state.recovery import MirrorCursor, Recovery
+from core.faults import kill_point
 from core.config import StateSettings, ViewConfig
 from streaming_app.triangles.maintainer import plain
 
@@ -38,14 +39,12 @@ VIEW_STATS_DDL = ("view STRING, batch_id BIGINT, rows BIGINT, added BIGINT, remo
 
 class ViewMaintainer:
     def __init__(self, view: ViewConfig, state: StateSettings | None = None):
-        from streaming_app.job import _fault
-
         self.view = view
         self.name = f"view.{view.name}"
         cols = [view.src, view.dst] + [c for c in (view.cost, view.expires) if c]
         self.source = MirrorCursor(view.table, cols)
         self.recovery = Recovery(self.name, [self.source], (state or StateSettings()).snapshot_every,
-                                 dataclasses.asdict(view), fault=_fault)
+                                 dataclasses.asdict(view), fault=kill_point)
         self.engine = self._fresh()
 
     def _fresh(self) -> ViewEngine:
@@ -105,10 +104,10 @@ class ViewMaintainer:
         data = self._rows_table(self.engine.view.rows())
         path = job.lake.output(self.out_table)
         where = f"view = '{self.view.name}'"
-        if sink._rs(path):
+        if sink.rs_writes(path):
             store.rs_write(path, data, mode="overwrite", predicate=where)
             return
-        df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], _spark_schema(self.schema))
+        df = spark.createDataFrame(data) if data.num_rows else spark.createDataFrame([], sink.spark_schema(self.schema))
         df.write.format("delta").mode("overwrite").option("replaceWhere", where).save(path)
 
     def on_batch(self, spark, job, ctx) -> None:
@@ -156,34 +155,9 @@ class ViewMaintainer:
             upserts.append_column("__deleted", pa.array([False] * upserts.num_rows, pa.bool_())),
             gone.append_column("__deleted", pa.array([True] * gone.num_rows, pa.bool_())),
         ])
-        app_id, path = f"{ctx.app_id}:{self.name}", job.lake.output(self.out_table)
-        cols = [c for c in src.column_names if c != "__deleted"]
-        if sink._rs(path):  # delta-rs: one commit, no Spark job (Spark's MERGE ran ~150 jobs a batch)
-            from deltalake import CommitProperties, Transaction
-
-            dt_ = store.rs_table(path)
-            done = dt_.transaction_version(app_id)
-            if done is not None and done >= ctx.batch_id:
-                return  # a replayed batch whose MERGE committed before the crash
-            values = {f'"{c}"': f's."{c}"' for c in cols}
-            (dt_.merge(src, 't."view" = s."view" AND t."src" = s."src" AND t."dst" = s."dst"', source_alias="s",
-                       target_alias="t", commit_properties=CommitProperties(
-                           app_transactions=[Transaction(app_id=app_id, version=ctx.batch_id)]))
-             .when_matched_delete(predicate='s."__deleted"')
-             .when_matched_update(updates=values, predicate='NOT s."__deleted"')
-             .when_not_matched_insert(updates=values, predicate='NOT s."__deleted"')
-             .execute())
-            return
-        from delta.tables import DeltaTable
-
-        values = {c: f"s.{c}" for c in cols}
-        with sink.txn(spark, app_id, ctx.batch_id):
-            (DeltaTable.forPath(spark, path).alias("t")
-             .merge(spark.createDataFrame(src).alias("s"), "t.view = s.view AND t.src = s.src AND t.dst = s.dst")
-             .whenMatchedDelete(condition="s.__deleted")
-             .whenMatchedUpdate(condition="NOT s.__deleted", set=values)
-             .whenNotMatchedInsert(condition="NOT s.__deleted", values=values)
-             .execute())
+        # delta-rs on a local or s3 lake: one commit, no Spark job (Spark's MERGE ran ~150 jobs a batch)
+        sink.merge(spark, job.lake.output(self.out_table), src, ["view", "src", "dst"],
+                   app_id=f"{ctx.app_id}:{self.name}", batch_id=ctx.batch_id, deleted="__deleted")
 
 
 def _ddl(kind: str) -> str:
@@ -192,7 +166,7 @@ def _ddl(kind: str) -> str:
 
 def _arrow_schema(spark, path: str) -> pa.Schema:
     """The output table's columns as Arrow types (delta-rs reads the log; Spark elsewhere)."""
-    if sink._rs(path):
+    if sink.rs_writes(path):
         schema = pa.schema(store.rs_table(path).schema().to_arrow())
     else:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -201,12 +175,6 @@ def _arrow_schema(spark, path: str) -> pa.Schema:
     # large_string / string_view from delta-rs: plain string keeps the rows' arrays simple
     return pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) or
                                str(f.type) == "string_view" else f.type) for f in schema])
-
-
-def _spark_schema(schema: pa.Schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema)
 
 
 def _cost(v):

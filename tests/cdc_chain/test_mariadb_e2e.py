@@ -22,7 +22,7 @@ import pytest
 
 from connectors.kafka_connect import connector_properties, rest
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from streaming_app import mariadb_history as H
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job

@@ -20,7 +20,7 @@ import pytest
 
 from connectors.kafka_connect import connector_properties
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
 from streaming_app.sketches.tables import bits_to_ids

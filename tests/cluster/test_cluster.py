@@ -190,7 +190,7 @@ def _check(cfg, hist, live, sent):
     import pyarrow as pa
 
     from operators.sketch import RangePartition
-    from operators.sketch_reference import reference_sketch
+    from tests.oracles.sketch_reference import reference_sketch
 
     reg = [r for r in _rows(lake, "registered_queries") if r["name"] == "top_qty"]
     part = {"items": RangePartition("id", json.loads(reg[0]["boundaries"])["values"])}

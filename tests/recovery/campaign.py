@@ -302,7 +302,7 @@ def _keyed(rows: list[dict], key: list[str]) -> dict:
 
 def check_lake(c: Campaign) -> dict:
     from operators.sketch import RangePartition
-    from operators.sketch_reference import reference_sketch
+    from tests.oracles.sketch_reference import reference_sketch
     from streaming_app.sketches.tables import bounds_from_json
 
     res = {"compared": 0, "lost": 0, "doubled": 0, "wrong": 0, "problems": []}

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import operators.recursive.provenance as provenance
+import bench.recursive_research.provenance as provenance
 from core.errors import ConfigError, InvariantError
-from operators.recursive import ReachabilityView, ShortestPathView
-from operators.recursive.provenance import CUBE_FALSE, Cube, CubeProvenance, Provenance, ProvTable
+from bench.recursive_research import ReachabilityView, ShortestPathView
+from bench.recursive_research.provenance import CUBE_FALSE, Cube, CubeProvenance, Provenance, ProvTable
 from tests.recursive.test_connected import _run
 
 BACKENDS = ["autoref"] + (["cudd"] if provenance._cudd is not None else [])
@@ -92,7 +92,7 @@ def test_shortest_paths_keep_cubes_and_explain_the_path():
 def test_dense_stream_same_rows_on_both_backends(seed):
     """CUDD and dd.autoref views agree row for row and witness for witness (lazy picks the same)."""
     rng = random.Random(seed)
-    from operators.recursive.workloads import strongly_connected
+    from bench.recursive_research.workloads import strongly_connected
 
     g = strongly_connected(10, 35, seed=seed)
     views = {}

@@ -9,8 +9,8 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.recursive import ReachabilityView, ShortestPathView
-from operators.recursive.workloads import dense_growth_stream, strongly_connected, transit_stub
+from bench.recursive_research import ReachabilityView, ShortestPathView
+from bench.recursive_research.workloads import dense_growth_stream, strongly_connected, transit_stub
 from tests.recursive.test_examples import witnesses
 from tests.recursive.test_properties import Model, cheapest, closure
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from core.errors import ConfigError, IvmError
-from operators.recursive import (
+from bench.recursive_research import (
     DRedReachabilityView,
     ReachabilityView,
     RecomputeReachabilityView,
     RegionView,
     ShortestPathView,
 )
-from operators.recursive.provenance import Provenance, ProvTable
+from bench.recursive_research.provenance import Provenance, ProvTable
 
 FIG3 = [("A", "B"), ("B", "C"), ("C", "A"), ("C", "B")]  # p1, p2, p3, p4
 P1, P2, P3, P4 = "A→B", "B→C", "C→A", "C→B"
@@ -305,8 +305,8 @@ def test_stats_and_partitioning():
 def _path_engine(with_aggsel: bool):
     from dataclasses import replace
 
-    from operators.recursive.engine import Engine
-    from operators.recursive.views import SHORTEST
+    from bench.recursive_research.engine import Engine
+    from operators.recursive.spec import SHORTEST
 
     # paths with cycles allowed: only AggSel can stop the recursion (digest O5, termination)
     spec = replace(SHORTEST, combine=lambda e, r: (e[0], r[1], e[2] + r[2], (e[0],) + r[3]))

@@ -16,7 +16,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.recursive import DRedReachabilityView, DRedShortestPathView, ReachabilityView, ShortestPathView
+from bench.recursive_research import DRedReachabilityView, DRedShortestPathView
+from operators.recursive import ReachabilityView, ShortestPathView
 from tests.recursive.test_examples import witnesses
 from tests.recursive.test_properties import Model, cheapest
 

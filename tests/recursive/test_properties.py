@@ -9,7 +9,7 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.recursive import (
+from bench.recursive_research import (
     DRedReachabilityView,
     DRedRegionView,
     DRedShortestPathView,
@@ -19,8 +19,9 @@ from operators.recursive import (
     RegionView,
     ShortestPathView,
 )
-from operators.recursive.reference import reference_provenance, reference_view
-from operators.recursive.views import REACH, SHORTEST
+from bench.recursive_research.provenance_reference import reference_provenance
+from operators.recursive.reference import reference_view
+from operators.recursive.spec import REACH, SHORTEST
 from tests.recursive.test_examples import witnesses
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.recursive import DRedShortestPathView, ShortestPathView
-from operators.recursive.engine import Engine
-from operators.recursive.workloads import strongly_connected, transit_stub
+from bench.recursive_research import DRedShortestPathView, ShortestPathView
+from bench.recursive_research.engine import Engine
+from bench.recursive_research.workloads import strongly_connected, transit_stub
 from tests.recursive.test_connected import _stream
 from tests.recursive.test_examples import witnesses
 from tests.recursive.test_properties import Model, cheapest

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from core.errors import StateError
-from operators.recursive import (
+from bench.recursive_research import (
     DRedReachabilityView,
     ReachabilityView,
     RecomputeShortestPathView,

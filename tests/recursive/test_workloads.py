@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from operators.recursive import DRedReachabilityView, ReachabilityView
-from operators.recursive.workloads import random_components, scale_free_dag, update_stream
+from bench.recursive_research import DRedReachabilityView, ReachabilityView
+from bench.recursive_research.workloads import random_components, scale_free_dag, update_stream
 
 
 def test_deterministic_by_seed():

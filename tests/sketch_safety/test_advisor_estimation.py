@@ -13,7 +13,7 @@ from operators.sketch_advisor import (advise, advise_for_cli, bootstrap_means, c
                                       expected_size, fragment_probability, haas, half_width, pass_probability,
                                       size_from_groups, stratified_sample, verify)
 from operators.sketch_advisor.estimate import frechet_bounds
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 
 E1_SQL = "SELECT sum(numcrimes), pid, month, year FROM crimes GROUP BY pid, month, year HAVING sum(numcrimes) >= 100"
 PARTS = {

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.sketch_reference import reference_result, reference_sketch
+from tests.oracles.sketch_reference import reference_result, reference_sketch
 from operators.sketch_safety import check_safety
 from tests.sketch_safety.gen import case
 

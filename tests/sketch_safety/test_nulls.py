@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_result
+from tests.oracles.sketch_reference import reference_result
 from operators.sketch_safety import check_safety, nulls_of
 from tests.sketch_safety.gen import Case
 from tests.sketch_safety.test_differential import _rows, _sketch_rows, run

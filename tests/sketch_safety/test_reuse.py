@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from core.errors import ConfigError
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_result, reference_sketch
-from operators.sketch_reuse import SelfTuner, SketchStore, reusable, template_of
+from tests.oracles.sketch_reference import reference_result, reference_sketch
+from bench.sketch_reuse import SelfTuner, SketchStore, reusable, template_of
 
 SCHEMA = {"cities": ["popden", "city", "state"]}
 EX8 = "SELECT state, count(*) AS cnt FROM cities WHERE popden > {} GROUP BY state HAVING count(*) > {}"

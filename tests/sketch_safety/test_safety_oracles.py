@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import SqlError, UnsafeSketchError, UnsupportedSqlError
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_result, reference_sketch
+from tests.oracles.sketch_reference import reference_result, reference_sketch
 from operators.sketch_safety import check_safety, require_safe, safe_attributes
 
 Q2 = "SELECT state, avg(popden) AS avgden FROM cities GROUP BY state ORDER BY avgden DESC LIMIT 1"

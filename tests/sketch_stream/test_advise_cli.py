@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from operators.sketch_advisor import advise, verify
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from streaming_app import cli
 from core.config import dump_toml
 

@@ -1,6 +1,6 @@
 """Issue 4 end to end: TPC-H rows as CDC through the real broker and job; three registered
 queries' sketches kept current in Delta; checked against the independent oracle
-(operators.sketch_reference) on the final mirrors; the sketches used for data skipping."""
+(tests.oracles.sketch_reference) on the final mirrors; the sketches used for data skipping."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from connectors.delta_sink import latest_version
 from connectors.kafka_broker import create_topics
 from connectors.producer import CdcProducer, RandomUpdates, conform
 from operators.sketch import RangePartition
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from core.config import dump_toml
 from streaming_app.settings import parse_config
 from streaming_app.demo_run import tpch_subset

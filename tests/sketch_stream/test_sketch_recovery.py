@@ -16,7 +16,7 @@ from connectors.kafka_broker import create_topics
 from tests.jobproc import run_job_process
 from connectors.producer import CdcProducer
 from operators.sketch import RangePartition, SketchMaintainer
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from core.config import dump_toml
 from streaming_app.settings import parse_config
 from tests.sketch_stream.test_sketch_e2e import (QUERIES, config_data, mirrors, partition_spec, send_snapshot,

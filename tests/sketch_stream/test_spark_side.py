@@ -1,7 +1,7 @@
 """Selection push-down into change-feed reads and join inputs kept in their Delta mirror
 (streaming_app.sketches.delta_side), on real Spark and Delta: random update histories committed to
 the mirrors, sketches brought forward batch by batch, compared with the DuckDB lineage
-oracle (operators.sketch_reference) on the mirror's final version."""
+oracle (tests.oracles.sketch_reference) on the mirror's final version."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from connectors import delta_sink as sink
 from operators.sketch import SketchMaintainer
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from state.engines import SketchEngine
 from streaming_app.sketches import delta_side, pushdown
 from streaming_app.sketches.query_state import QueryState

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from operators.sketch_reference import reference_result, reference_sketch
-from operators.sketch_reference.capture import order_columns
+from tests.oracles.sketch_reference import reference_result, reference_sketch
+from tests.oracles.sketch_reference.capture import order_columns
 from bench.harness.datasets import apply_delta
 
 from .compare import diff_tables

@@ -19,7 +19,7 @@ from bench.harness.datasets import (
 )
 from tests.sketch_tpch.queries import crimes_queries, synthetic_queries
 
-from operators.sketch_reference import fragment_ids
+from tests.oracles.sketch_reference import fragment_ids
 
 from .engine_check import check_state, step
 

@@ -18,7 +18,7 @@ from operators.sketch import RangePartition, SketchMaintainer
 
 from .engine_check import check_result, check_state, engine_sketch, step
 from .compare import diff_tables
-from operators.sketch_reference import reference_result
+from tests.oracles.sketch_reference import reference_result
 
 R_SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.int64()), ("v", pa.int64()), ("w", pa.int64())])
 S_SCHEMA = pa.schema([("g", pa.int64()), ("x", pa.int64())])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from operators.sketch import SketchMaintainer
-from operators.sketch_reference import fragment_ids
+from tests.oracles.sketch_reference import fragment_ids
 from bench.harness.datasets import LINEITEM_GROUPS, focused_delta, random_delta
 from tests.sketch_tpch.queries import tpch_queries
 

@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from operators.sketch_reference import fragment_ids, reference_result, reference_sketch
+from tests.oracles.sketch_reference import fragment_ids, reference_result, reference_sketch
 from tests.sketch_tpch.queries import tpch_queries
 
 Q = tpch_queries()

@@ -1,4 +1,4 @@
-"""Unit tests of the oracle (operators.sketch_reference) on hand-made data with hand-computed sketches."""
+"""Unit tests of the oracle (tests.oracles.sketch_reference) on hand-made data with hand-computed sketches."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from core.errors import UnsupportedSqlError
-from operators.sketch_reference import fragment_ids, fragment_of, reference_result, reference_sketch
+from tests.oracles.sketch_reference import fragment_ids, fragment_of, reference_result, reference_sketch
 from bench.harness.datasets import apply_delta, random_delta, with_weight
 
 from .compare import diff_tables

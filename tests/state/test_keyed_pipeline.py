@@ -23,7 +23,7 @@ from operators.keyed.cdc import DictStore, PagedStore, bucket_of, decode_page, k
 from operators.keyed.pipeline import KeyedPipeline, group_page
 from operators.keyed.sketch import KeyedQuery, mu_step
 from operators.sketch import RangePartition, SketchMaintainer
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 
 SCHEMA = pa.schema([("id", pa.int64()), ("g", pa.int64()), ("v", pa.int64()), ("p", pa.int64())])
 PART = {"t": RangePartition("p", [0, 3, 6, 10])}

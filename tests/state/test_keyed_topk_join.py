@@ -29,7 +29,7 @@ from operators.keyed.cdc import decode_page
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch.delta import sketch_keys
-from operators.sketch_reference import reference_sketch
+from tests.oracles.sketch_reference import reference_sketch
 from tests.state.test_keyed_pipeline import PART, SCHEMA, _compare_batches, _history, _row, _table, _write_mirror, ops
 
 U = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("w", pa.int64())])

@@ -46,3 +46,17 @@ def test_consistent():
     assert consistent({"a": 3, "b": 1}, {"a": 3, "b": 2, "c": 0})
     assert not consistent({"a": 4}, {"a": 3})
     assert not consistent({"a": 1}, {})
+
+
+def test_oldest_versions_is_what_a_restart_may_read_from(tmp_path):
+    store = SnapshotStore(tmp_path / "lake", keep=2)
+    assert store.oldest_versions() == {}  # no table yet
+    store.ensure()
+    assert store.oldest_versions() == {}
+    for b in range(5):
+        store.write("triangles.g", "job:q1", b, {"edges": 10 + b}, "triangles.engine.v1", b"x")
+        store.write("sketch.q", "job:q1", b, {"orders": 3 + b, "lineitem": 7 + 2 * b}, "sketch.maintainer.v1", b"y")
+    store.prune("triangles.g")
+    store.prune("sketch.q")
+    # two kept per maintainer (batches 3, 4): the older one bounds what maintenance may remove
+    assert store.oldest_versions() == {"edges": 13, "orders": 6, "lineitem": 13}

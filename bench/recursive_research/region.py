@@ -24,9 +24,10 @@ import math
 from collections import Counter, defaultdict
 
 from core.errors import ConfigError
-from operators.recursive.engine import Spec
+from operators.recursive.spec import Spec
 from operators.recursive.fronts import Events, _Front, _Store, _vertex, bad, drop_dead_additions
-from operators.recursive.views import ProvImpl, ViewDelta, _View, tup
+from bench.recursive_research.views import ProvImpl, _ResearchView
+from operators.recursive.views import ViewDelta, _View, tup
 
 REGION = Spec(
     name="active_region",
@@ -183,7 +184,7 @@ class RegionFront(_Front):
             self._around(ev, sid)
 
 
-class RegionView(_View):
+class RegionView(_ResearchView, _View):
     """``activeRegion``: rows() is a set of (region id, sensor id); see the module docstring.
 
     ``k``: distance threshold (strict ``<``, Euclidean over the position tuples);

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Hashable
 
-from operators.recursive.provenance import Provenance, ProvTable
+from bench.recursive_research.provenance import Provenance, ProvTable
 
 class AggSel:
     """One AggSel instance (embedded in a Fixpoint or in a MinShip channel).

@@ -51,7 +51,7 @@ import sqlglot
 import sqlglot.expressions as exp
 
 from core.errors import UnsupportedSqlError
-from operators.sketch_reference.fragments import fragment_ids
+from tests.oracles.sketch_reference.fragments import fragment_ids
 
 PROV = "__prov_"
 SCALAR, LIST = "scalar", "list"

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
 
-from operators.recursive.engine import Spec, partitioner
+from bench.recursive_research.engine import partitioner
+from operators.recursive.spec import Spec
 from operators.recursive.fronts import Events
 
 
@@ -244,7 +245,7 @@ class SetImpl:
         return self.view.get(g)
 
     def explain(self, r, complete: bool = True) -> str:
-        from operators.recursive.reference import reference_provenance
+        from bench.recursive_research.provenance_reference import reference_provenance
 
         prov, formulas = reference_provenance(self.spec, self.front.labels, self.front.live_bases(),
                                               self.front.live_edges())

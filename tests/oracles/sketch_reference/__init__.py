@@ -7,8 +7,8 @@ imports the engine in ``operators.sketch``: fragments are computed from the boun
 See ``capture.py`` for the rewrite rules and the tie rule of ORDER BY … LIMIT.
 """
 
-from operators.sketch_reference.capture import capture_sql, prov_column, reference_result, reference_sketch
-from operators.sketch_reference.fragments import fragment_ids, fragment_of, n_fragments
+from tests.oracles.sketch_reference.capture import capture_sql, prov_column, reference_result, reference_sketch
+from tests.oracles.sketch_reference.fragments import fragment_ids, fragment_of, n_fragments
 
 __all__ = [
     "capture_sql",

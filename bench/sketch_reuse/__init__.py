@@ -5,8 +5,8 @@ uconds, z3), ``SketchStore`` ((template, binding) → sketch; ``lookup(sql)``) a
 ``SelfTuner(store, strategy="adaptive"|"eager", t=5, choose=…, capture=…)``.
 """
 
-from operators.sketch_reuse.store import SketchStore, StoredSketch
-from operators.sketch_reuse.template import Instance, reusable, template_of
-from operators.sketch_reuse.tuner import Decision, SelfTuner
+from bench.sketch_reuse.store import SketchStore, StoredSketch
+from bench.sketch_reuse.template import Instance, reusable, template_of
+from bench.sketch_reuse.tuner import Decision, SelfTuner
 
 __all__ = ["Decision", "Instance", "SelfTuner", "SketchStore", "StoredSketch", "reusable", "template_of"]

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from core.errors import ConfigError
-from operators.sketch_reuse.store import SketchStore, StoredSketch
-from operators.sketch_reuse.template import template_of
+from bench.sketch_reuse.store import SketchStore, StoredSketch
+from bench.sketch_reuse.template import template_of
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from operators.sketch_reuse.template import Instance, reusable, template_of
+from bench.sketch_reuse.template import Instance, reusable, template_of
 
 
 @dataclass

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from operators.recursive.provenance import Provenance, ProvTable
+from bench.recursive_research.provenance import Provenance, ProvTable
 
 
 class ShipSel:

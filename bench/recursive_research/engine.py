@@ -32,36 +32,15 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter, defaultdict
-from dataclasses import dataclass
-from typing import Callable, Hashable, Optional
+from typing import Hashable, Optional
 
 from core.errors import ConfigError, InvariantError
-from operators.recursive.aggsel import AggSel
-from operators.recursive.provenance import Provenance, ProvTable
-from operators.recursive.shipsel import ShipSel
+from bench.recursive_research.aggsel import AggSel
+from bench.recursive_research.provenance import Provenance, ProvTable
+from bench.recursive_research.shipsel import ShipSel
+from operators.recursive.spec import Spec
 
 SHIP_MODES = ("lazy", "eager", "plain")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A linear recursion: where an edge joins (``j``), where its output lives (``o``), and how."""
-
-    name: str
-    j: Callable  # edge -> join vertex (the edge copy lives at node_of(j))
-    o: Callable  # edge -> out vertex (home of derived tuples)
-    combine: Callable  # (edge, r) -> derived r or None (pruned, e.g. non-simple path)
-    group: Optional[Callable] = None  # r -> AggSel group (None: no AggSel)
-    rank: Optional[Callable] = None  # r -> sort key, smaller is better (the view's aggregate)
-    extra_ranks: tuple = ()  # further aggregates kept by a multi-aggregate AggSel
-    one_derivation: bool = False  # every tuple has exactly one derivation (provenance = a cube)
-    suffix: Optional[Callable] = None  # (r, base b) -> r without b's link in front (None if not)
-    # (derived r) -> (its cost, the vertex it was derived at, the vertex it goes to): the ship
-    # clock's key (lazy shortest paths after a deletion; see Engine._due)
-    ship_key: Optional[Callable] = None
-
-    def gkey(self, r):
-        return self.group(r) if self.group is not None else r
 
 
 def _vkey(v):
