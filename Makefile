@@ -36,9 +36,11 @@ jvm/s3proxy/libs/.done: jvm/s3proxy/pom.xml jvm/settings.xml
 	$(MVN) -f jvm/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
 	touch $@
 # Apicurio Registry (ivmstream registry): a tarball with its own runner jar and lib/, unpacked.
+# (Maven's unpack markers go too: left behind, they would skip the next unpack.)
 jvm/registry/app/.done: jvm/registry/pom.xml jvm/settings.xml
-	rm -rf jvm/registry/app
+	rm -rf jvm/registry/app jvm/registry/target
 	$(MVN) -f jvm/registry/pom.xml dependency:unpack-dependencies -DoutputDirectory=app
+	rm -rf jvm/registry/target
 	touch $@
 jvm/s3a/jars/.done: jvm/s3a/pom.xml jvm/settings.xml
 	rm -rf jvm/s3a/jars
