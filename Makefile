@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done jvm/s3proxy/libs/.done jvm/s3a/jars/.done
+jars: jvm/spark/jars/.done jvm/kafka/libs/.done jvm/connect/libs/.done jvm/s3proxy/libs/.done jvm/s3a/jars/.done jvm/registry/app/.done
 jvm/spark/jars/.done: jvm/spark/pom.xml jvm/settings.xml
 	rm -rf jvm/spark/jars
 	$(MVN) -f jvm/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=jars -DincludeScope=runtime
@@ -34,6 +34,13 @@ jvm/connect/libs/.done: jvm/connect/pom.xml jvm/settings.xml
 jvm/s3proxy/libs/.done: jvm/s3proxy/pom.xml jvm/settings.xml
 	rm -rf jvm/s3proxy/libs
 	$(MVN) -f jvm/s3proxy/pom.xml dependency:copy-dependencies -DoutputDirectory=libs -DincludeScope=runtime
+	touch $@
+# Apicurio Registry (ivmstream registry): a tarball with its own runner jar and lib/, unpacked.
+# (Maven's unpack markers go too: left behind, they would skip the next unpack.)
+jvm/registry/app/.done: jvm/registry/pom.xml jvm/settings.xml
+	rm -rf jvm/registry/app jvm/registry/target
+	$(MVN) -f jvm/registry/pom.xml dependency:unpack-dependencies -DoutputDirectory=app
+	rm -rf jvm/registry/target
 	touch $@
 jvm/s3a/jars/.done: jvm/s3a/pom.xml jvm/settings.xml
 	rm -rf jvm/s3a/jars
@@ -88,11 +95,11 @@ test: setup
 
 # Pure-Python tests (no Spark, Kafka, PostgreSQL or S3 server): a few minutes.
 test-fast: venv
-	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3 and not mariadb and not cluster" $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "not spark and not kafka and not postgres and not s3 and not mariadb and not cluster and not registry" $(PYTEST_ARGS)
 
 # Spark, Kafka, PostgreSQL, MariaDB, Kafka Connect, S3-server and Spark standalone cluster tests, the slowest listed at the end.
 test-slow: setup
-	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3 or mariadb or cluster" --durations=15 $(PYTEST_ARGS)
+	$(VPY) -m pytest -q -p no:cacheprovider -m "spark or kafka or postgres or s3 or mariadb or cluster or registry" --durations=15 $(PYTEST_ARGS)
 
 broker-start: setup
 	$(VPY) -m streaming_app broker start

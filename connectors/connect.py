@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 
 from connectors.unwrap import unwrap_properties
+from core.config.debezium import converter_properties
 from core.errors import ConfigError, IvmError
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
@@ -163,5 +164,6 @@ def connector_properties(cfg) -> dict:
         "topic.creation.default.retention.ms": "-1",
     })
     props.update(unwrap_properties(cfg))  # tables declared format = "unwrapped"
+    props.update(converter_properties(cfg))  # [debezium] encoding = "avro"
     props.update(dict(d.extra))
     return props

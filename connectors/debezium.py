@@ -36,6 +36,7 @@ delete's before image has every field, nulls outside the key: not a drop.)
 
 from __future__ import annotations
 
+import base64
 import gc
 import json
 import re
@@ -45,9 +46,12 @@ from typing import Any, Iterable
 
 import msgspec
 
+from connectors import avro as AV
 from connectors import unwrap as U
-from connectors.debezium_types import PLACEHOLDER, PLACEHOLDER_B64, Bad, FieldSpec, Modes, column_decoder, field_spec, is_placeholder
+from connectors.debezium_types import (PLACEHOLDER, PLACEHOLDER_B64, PLACEHOLDER_BYTES, VARIABLE_DECIMAL, Bad, FieldSpec,
+                                       Modes, column_decoder, field_spec, is_placeholder)
 from core import errors as E
+from core.errors import RegistryUnavailable
 from core.config import JobConfig, TableConfig
 
 OPS = ("c", "r", "u", "d", "t")
@@ -228,9 +232,21 @@ def _key_fields(schema: Any) -> dict[str, FieldSpec] | None:
 
 
 def _cached(kind: str, schema: Any, text: str | None, build) -> dict[str, FieldSpec] | None:
-    """Parsed field specs per schema text: records of one table share one schema text."""
+    """Parsed field specs per schema text: records of one table share one schema text (an
+    Avro record's writer schema keeps its own)."""
     if schema is None:
         return None
+    if schema.__class__ is AV.Writer:
+        hit = schema.specs.get(kind, _MISSING)
+        if hit is _MISSING:
+            try:
+                hit = build(schema.connect)
+            except Bad as bad:
+                hit = Bad(E.DATA_AVRO_BAD_SCHEMA, f"schema id {schema.schema_id}: {bad.reason}")
+            schema.specs[kind] = hit
+        if isinstance(hit, Bad):
+            raise hit
+        return hit
     k = kind + (text if text is not None else json.dumps(schema, sort_keys=True, default=str))
     hit = _SCHEMA_CACHE.get(k)
     if hit is None and schema is KNOWN:  # evicted meanwhile: parse the text again
@@ -262,10 +278,12 @@ def _modes(table: TableConfig) -> Modes:
 
 
 class _Plans:
-    """Per batch: one column decoder per (table, column, schema field), built on first use."""
+    """Per batch: one column decoder per (table, column, schema field), built on first use;
+    and the schema registry that Avro values and keys name (None: JSON only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry=None) -> None:
         self._plans: dict[tuple, list] = {}
+        self.registry = registry
 
     def get(self, table: TableConfig, fields: dict[str, FieldSpec] | None, columns: str) -> list:
         k = (table.name, id(fields), columns)
@@ -275,9 +293,32 @@ class _Plans:
             names = table.primary_key if columns == "key" else table.column_names
             types = dict(table.columns)
             plan = [(c, (fields.get(c) if fields else None)) for c in names]
-            hit = (fields, [(c, spec, column_decoder(types[c], spec, modes)) for c, spec in plan])
+            wrong = [(c, spec) for c, spec in plan if spec is not None and not _can_fill(spec, types[c])] \
+                if table.encoding == "avro" else []
+            if wrong:
+                c, spec = wrong[0]
+                hit = (fields, Bad(E.DATA_AVRO_SCHEMA_MISMATCH,
+                                   f"the writer schema makes column {c!r} a {spec.type}"
+                                   f"{' ' + spec.name if spec.name else ''}, which no value of the declared "
+                                   f"{types[c]} comes from"))
+            else:
+                hit = (fields, [(c, spec, column_decoder(types[c], spec, modes)) for c, spec in plan])
             self._plans[k] = hit
+        if hit[1].__class__ is Bad:
+            raise hit[1]
         return hit[1]
+
+
+def _can_fill(spec: FieldSpec, typ: str) -> bool:
+    """False when no value of a schema field can become the declared type (an Avro writer
+    schema is checked once, not value by value); True does not promise every value fits."""
+    if spec.type in ("struct", "array", "map"):
+        return spec.name == VARIABLE_DECIMAL and typ.startswith("decimal")
+    if spec.type == "boolean":
+        return typ == "boolean"
+    if spec.type == "bytes" and spec.name is None:
+        return typ == "binary"
+    return True
 
 
 def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig, what: str, plans: _Plans) -> tuple:
@@ -298,6 +339,9 @@ def _message_key(data: Any, table: TableConfig, plans: _Plans, what: str = "mess
     """The primary key a message key (or the old-key header) names; None when there is none."""
     if data is None:
         return None
+    if plans.registry is not None and isinstance(data, (bytes, bytearray)) and data[:1] == b"\0":  # an Avro key
+        doc, writer = AV.read(data, plans.registry)
+        return _key_from(doc, _cached("k", writer, None, _key_fields), table, what, plans)
     try:
         doc, text = _parse(data, what, "k")
     except Bad as bad:
@@ -352,8 +396,9 @@ def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, wh
         elif v is _MISSING:
             img.missing.append(col)
             row[col] = None
-        elif ((v.__class__ is str and (v == PLACEHOLDER or v == PLACEHOLDER_B64)) or v.__class__ is list) \
-                and is_placeholder(v, spec):  # only a JSON string or array can be the placeholder
+        elif ((v.__class__ is str and (v == PLACEHOLDER or v == PLACEHOLDER_B64)) or v.__class__ is list
+              or (v.__class__ is bytes and v == PLACEHOLDER_BYTES)) \
+                and is_placeholder(v, spec):  # only a string, an array or Avro bytes can be the placeholder
             img.unavailable.append(col)
             row[col] = None
         else:
@@ -438,10 +483,14 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     """
     candidates = cfg.tables_for_topic(topic)
     unwrapped = len(candidates) == 1 and candidates[0].format == "unwrapped"
+    plans = plans if plans is not None else _Plans(cfg.registry)
     if value is None:
-        return _unwrapped_tombstone(candidates[0], key, partition, offset, plans or _Plans()) if unwrapped else None
-    plans = plans if plans is not None else _Plans()
-    doc, schema_text = _parse(value, "value", "u" if unwrapped else "v")
+        return _unwrapped_tombstone(candidates[0], key, partition, offset, plans) if unwrapped else None
+    if candidates and candidates[0].encoding == "avro":
+        doc, schema_text = AV.read(value, cfg.registry)  # (the body, its Writer: the schema)
+        doc, schema_text = {"schema": schema_text, "payload": doc}, None
+    else:
+        doc, schema_text = _parse(value, "value", "u" if unwrapped else "v")
     fields = None
     if _is_wrapper(doc):
         payload = doc["payload"]
@@ -579,6 +628,14 @@ def _text(b: Any) -> str | None:
     return s.encode("utf-8", errors="replace").decode("utf-8")
 
 
+def quarantine_text(b: Any, avro: bool = False) -> str | None:
+    """A raw key or value as the quarantine keeps it: the text itself, or for an Avro topic
+    ``base64:`` and the bytes in base64 (they are binary; decoding them as text would lose them)."""
+    if avro and isinstance(b, (bytes, bytearray, memoryview)):
+        return "base64:" + base64.b64encode(bytes(b)).decode()
+    return _text(b)
+
+
 def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     """Records are (topic, partition, offset, key, value[, headers]); events come out in log order.
 
@@ -606,7 +663,10 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     except Exception:  # noqa: BLE001 - malformed coordinates: keep arrival order
         pass
     seen: set[tuple[str, str]] = set()
-    plans = _Plans()
+    plans = _Plans(cfg.registry)
+    avro_topics = {t.topic for t in cfg.tables if t.encoding == "avro"}
+    if avro_topics:  # a registry that does not answer delays the batch here, before any record
+        AV.prefetch(cfg.registry, (x for r in recs if len(r) > 4 and r[0] in avro_topics for x in (r[3], r[4])))
     for rec in recs:
         out.records += 1
         try:
@@ -621,11 +681,16 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
         try:
             evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans, ignored)
         except Bad as bad:
-            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), bad.code,
-                                         _text(bad.reason)))
+            avro = topic in avro_topics
+            out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),
+                                         quarantine_text(value, avro), bad.code, _text(bad.reason)))
             continue
+        except RegistryUnavailable:
+            raise  # not the record's fault: the batch fails and is retried, nothing quarantined
         except Exception as e:  # noqa: BLE001 - one record never fails the batch
-            out.rejected.append(Rejected(topic, partition, offset, _text(key), _text(value), E.DATA_DECODER_ERROR,
+            avro = topic in avro_topics
+            out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),
+                                         quarantine_text(value, avro), E.DATA_DECODER_ERROR,
                                          _text(f"{type(e).__name__}: {_repr(e, 300)}")))
             continue
         if evs is None:

@@ -28,6 +28,7 @@ import binascii
 import datetime as dt
 import math
 import re
+import struct
 from dataclasses import dataclass
 from decimal import Context, Decimal, MAX_EMAX, MAX_PREC, MIN_EMIN, localcontext
 from typing import Any
@@ -36,6 +37,7 @@ from core import errors as E
 
 PLACEHOLDER = "__debezium_unavailable_value"
 PLACEHOLDER_B64 = base64.b64encode(PLACEHOLDER.encode()).decode()  # bytea in binary.handling.mode=bytes
+PLACEHOLDER_BYTES = PLACEHOLDER.encode()  # the same in Avro, where bytes are bytes
 _PLACEHOLDER_FORMS = (PLACEHOLDER, [PLACEHOLDER], list(PLACEHOLDER.encode()))
 
 EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
@@ -120,7 +122,8 @@ def is_placeholder(raw: Any, spec: FieldSpec | None) -> bool:
         return True
     if isinstance(raw, list):
         return raw in _PLACEHOLDER_FORMS
-    return raw == PLACEHOLDER_B64 and spec is not None and spec.type == "bytes" and spec.name is None
+    return (raw == PLACEHOLDER_B64 or raw == PLACEHOLDER_BYTES) and spec is not None and spec.type == "bytes" \
+        and spec.name is None
 
 
 def field_spec(raw: Any, where: str) -> FieldSpec:
@@ -144,12 +147,16 @@ def field_spec(raw: Any, where: str) -> FieldSpec:
 # ---------------------------------------------------------------- source values
 
 def _unscaled_b64(text: Any, scale: int, what: str) -> Decimal:
-    if not isinstance(text, str) or not text:
+    """The unscaled big-endian two's-complement integer, base64 text in JSON or bytes in Avro."""
+    if text.__class__ is bytes:
+        raw = text
+    elif not isinstance(text, str) or not text:
         raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(text)} is not a base64 decimal")
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (ValueError, binascii.Error):
-        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(text)} is not valid base64") from None
+    else:
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except (ValueError, binascii.Error):
+            raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(text)} is not valid base64") from None
     if not raw:
         raise Bad(E.DATA_WRONG_TYPE, f"{what}: empty base64 decimal")
     if len(raw) > MAX_DECIMAL_BYTES:
@@ -188,6 +195,24 @@ def _number(raw: Any, what: str) -> int | Decimal | float:
     raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not a number")
 
 
+def float32_decimal(x: float) -> Decimal:
+    """A 32-bit float (Avro "float", read as a double) as the shortest decimal that is the same
+    float32: what JsonConverter writes for it (Java's Float.toString), so 1.1f is 1.1, not
+    1.100000023841858."""
+    try:
+        f32 = struct.pack("<f", x)
+    except OverflowError:  # not a float32 at all (cannot come from an Avro float)
+        return Decimal(repr(x))
+    for digits in range(1, 10):
+        text = f"{x:.{digits}g}"
+        try:
+            if struct.pack("<f", float(text)) == f32:
+                return Decimal(text)
+        except OverflowError:  # rounded up past the largest float32
+            continue
+    return Decimal(repr(x))
+
+
 def _integer(raw: Any, what: str) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not an integer")
@@ -195,6 +220,9 @@ def _integer(raw: Any, what: str) -> int:
 
 
 def _base64(raw: Any, what: str) -> bytes:
+    """Connect bytes: base64 text in JSON, the bytes themselves in Avro."""
+    if raw.__class__ is bytes:
+        return raw
     if not isinstance(raw, str):
         raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} is not base64 text")
     try:
@@ -294,9 +322,13 @@ def parse_duration_text(raw: str, what: str) -> Temporal:
 def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
     """A non-null JSON value read by its Connect field schema."""
     name = spec.name
+    bits = CONNECT_INT_RANGE.get(spec.type)
+    if bits is not None and bits < 63 and raw.__class__ is int and not -(2**bits) <= raw < 2**bits:
+        # an Avro int that fastavro read past 32 bits; named int32s (Date, Time) included
+        raise Bad(E.DATA_WRONG_TYPE, f"{what}: {_short(raw)} does not fit the schema's {spec.type}")
     if name is not None:
         if name == CONNECT_DECIMAL:
-            if isinstance(raw, str):
+            if isinstance(raw, (str, bytes)):
                 return _unscaled_b64(raw, spec.scale, what)
             return _number(raw, what)  # JsonConverter decimal.format=NUMERIC
         if name == VARIABLE_DECIMAL:
@@ -333,6 +365,8 @@ def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
             raise Bad(E.DATA_WRONG_TYPE, f"{what}: {v} does not fit the schema's {t}")
         return v
     if t in ("float", "double"):
+        if t == "float" and raw.__class__ is float and math.isfinite(raw):
+            return float32_decimal(raw)
         return _number(raw, what)
     if typ == "binary":
         # binary.handling.mode=bytes (the default) sends base64 under type "bytes"; the other
@@ -634,14 +668,17 @@ def _decimal_decoder(precision: int, scale: int, spec: FieldSpec | None, modes: 
     b64 = base64.b64decode
 
     def dec_unscaled(raw: Any, what: str) -> Any:
+        n = 0
         if raw.__class__ is str and 0 < len(raw) <= 24:  # <= 18 bytes: at most 43 digits
             try:
                 n = int.from_bytes(b64(raw, validate=True), "big", signed=True)
             except (ValueError, binascii.Error):
                 return general(raw, what)
-            if n:
-                d = Decimal(n).scaleb(-scale, context=EXACT)
-                if d.adjusted() < top:
-                    return d
+        elif raw.__class__ is bytes and len(raw) <= 18:  # Avro: the bytes themselves
+            n = int.from_bytes(raw, "big", signed=True)
+        if n:
+            d = Decimal(n).scaleb(-scale, context=EXACT)
+            if d.adjusted() < top:
+                return d
         return general(raw, what)
     return dec_unscaled

@@ -78,3 +78,16 @@ DATA_TOAST_UNKNOWN = "DATA_TOAST_UNKNOWN"  # an unavailable (TOAST) value whose 
 # an integer other than 0 or 1 for a boolean column (MySQL TINYINT(1)/BOOLEAN is an int16)
 DATA_NOT_BOOLEAN = "DATA_NOT_BOOLEAN"
 DATA_KEY_MISMATCH = "DATA_KEY_MISMATCH"  # the message key disagrees with the row image's key
+# Avro in the Confluent wire format (magic byte 0, a 4-byte schema id, the Avro body):
+DATA_AVRO_MAGIC = "DATA_AVRO_MAGIC"  # not that prefix: another first byte, or fewer than 5 bytes
+DATA_AVRO_UNKNOWN_SCHEMA = "DATA_AVRO_UNKNOWN_SCHEMA"  # the registry answers that it has no schema with that id
+DATA_AVRO_BAD_SCHEMA = "DATA_AVRO_BAD_SCHEMA"  # the registry's schema for the id is not an Avro record schema
+DATA_AVRO_CORRUPT = "DATA_AVRO_CORRUPT"  # the body does not read by its schema: truncated, bad bytes, bytes left over
+# the writer schema gives a declared column a type no value of which the column can hold
+DATA_AVRO_SCHEMA_MISMATCH = "DATA_AVRO_SCHEMA_MISMATCH"
+
+
+class RegistryUnavailable(IvmError):
+    """The schema registry did not answer (refused, timed out, 5xx): records wait, none is quarantined."""
+
+    code = "IVM530"

@@ -4,7 +4,8 @@
 Spark's Kafka source with their transitive jars), ``jvm/s3a/jars`` (hadoop-aws and the AWS SDK,
 for a lake on s3a://), ``jvm/kafka/libs`` (the Kafka broker), ``jvm/connect/libs`` (a Kafka
 Connect worker with the Debezium PostgreSQL connector) and ``jvm/s3proxy/libs`` (S3Proxy, the
-local S3-API server).
+local S3-API server); a sixth, ``jvm/registry/pom.xml``, is a tarball unpacked into
+``jvm/registry/app`` (Apicurio Registry, the local schema registry for Avro).
 Maven's transitive closure repeats many jars that the pyspark wheel already ships (Hadoop,
 Jackson, Parquet, Scala); handing Spark a second, older copy of those breaks class loading,
 so ``spark_jars()`` keeps only the artifacts pyspark does not have.
@@ -23,6 +24,7 @@ KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs"
 CONNECT_LIBS_DIR = Path(env("connect_libs", str(REPO_ROOT / "jvm" / "connect" / "libs")))
 S3A_JARS_DIR = Path(env("s3a_jars", str(REPO_ROOT / "jvm" / "s3a" / "jars")))
 S3PROXY_LIBS_DIR = Path(env("s3proxy_libs", str(REPO_ROOT / "jvm" / "s3proxy" / "libs")))
+REGISTRY_APP_DIR = Path(env("registry_app", str(REPO_ROOT / "jvm" / "registry" / "app")))
 
 # The driver JVM's class-data-sharing archive, written by `make setup` (streaming_app.jvm_archive).
 ARCHIVE = Path(env("jvm_archive", str(REPO_ROOT / "jvm" / "cds" / "spark.jsa")))
@@ -118,3 +120,12 @@ def archive_options() -> str:
     if env("jvm_archive_off") or not ARCHIVE.is_file():
         return ""
     return f"-XX:SharedArchiveFile={ARCHIVE} {CDS_QUIET}"
+
+
+def registry_runner() -> Path:
+    """Apicurio Registry's Quarkus runner jar (its lib/ beside it), or a ConfigError naming the fix."""
+    jars = sorted(REGISTRY_APP_DIR.glob("apicurio-registry-app-*-runner.jar")) if REGISTRY_APP_DIR.is_dir() else []
+    if not jars:
+        raise ConfigError(f"Apicurio Registry is missing from {REGISTRY_APP_DIR}; run `make jars` "
+                          "(unpacks jvm/registry/pom.xml's tarball from Maven Central once)")
+    return jars[-1]

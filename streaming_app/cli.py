@@ -1,4 +1,4 @@
-"""The `ivmstream` command line: broker, s3, run, produce, demo (and the commands of sketches/cli.py,
+"""The `ivmstream` command line: broker, s3, registry, run, produce, demo (and the commands of sketches/cli.py,
 source_cli.py and cluster_cli.py).
 
 Every flag that has an environment variable shows it in ``--help``; bad input ends with a
@@ -23,6 +23,7 @@ from streaming_app.flags import bucket_name, int_in, non_empty, non_negative_num
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
 DEFAULT_S3_DIR = REPO_ROOT / "var" / "s3"
+DEFAULT_REGISTRY_DIR = REPO_ROOT / "var" / "registry"
 
 
 def _env_help(text: str, key: str) -> str:
@@ -83,6 +84,28 @@ def cmd_s3(args) -> int:
               f"{srv.bucket!r} in {srv.data_dir / srv.bucket}; a lake there: lake_root = \"{srv.lake('<path>')}\"")
     elif args.action == "stop":
         print("stopped" if srv.stop() else "no S3 server was running")
+    else:
+        st = srv.status()
+        print(json.dumps(st, indent=2))
+        return 0 if st["running"] else 1
+    return 0
+
+
+def cmd_registry(args) -> int:
+    from devstack.registry import RegistryServer
+
+    srv = RegistryServer(Path(args.dir), port=args.port)
+    if args.action in ("start", "stop"):
+        stale = srv.check_pid_file()  # a pid that is not our registry is never signalled
+        if stale:
+            print(stale)
+    if args.action == "start":
+        t0 = time.monotonic()
+        srv.start()
+        print(f"schema registry ready (pid {srv.pid()}, {time.monotonic() - t0:.1f}s, schemas in memory); "
+              f"for Avro tables: [registry] url = \"{srv.url}\"")
+    elif args.action == "stop":
+        print("stopped" if srv.stop() else "no schema registry was running")
     else:
         st = srv.status()
         print(json.dumps(st, indent=2))
@@ -210,12 +233,14 @@ DEMO_DURATION_S = {"builtin": 60.0, "postgres": 180.0, "mariadb": 180.0}  # what
 
 def cmd_demo(args) -> int:
     duration = args.duration or DEMO_DURATION_S[args.source]
+    if args.format == "avro" and args.source != "postgres":
+        raise ConfigError(f"demo --format avro runs with --source postgres (got --source {args.source})")
     if args.source == "postgres":
         from streaming_app.pg_demo import run_pg_demo
 
         return run_pg_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
                            pg_port=args.pg_port, connect_port=args.connect_port, ui=not args.no_ui,
-                           ui_port=args.ui_port)
+                           ui_port=args.ui_port, registry_port=args.registry_port if args.format == "avro" else None)
     if args.source == "mariadb":
         from streaming_app.mariadb_demo import run_mariadb_demo
 
@@ -251,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     s3.add_argument("--bucket", type=bucket_name, default=env("s3_bucket", "lake"),
                     help=_env_help("bucket to create (default lake)", "s3_bucket"))
     s3.set_defaults(fn=cmd_s3)
+
+    rg = sub.add_parser("registry", help="run the local schema registry for Avro (Apicurio, in memory, loopback)")
+    rg.add_argument("action", choices=["start", "stop", "status"])
+    rg.add_argument("--port", type=port, default=env("registry_port", "8081"),
+                    help=_env_help("listener port (default 8081)", "registry_port"))
+    rg.add_argument("--dir", type=non_empty, default=env("registry_dir", str(DEFAULT_REGISTRY_DIR)),
+                    help=_env_help("registry home: log, pid", "registry_dir"))
+    rg.set_defaults(fn=cmd_registry)
 
     def common(sp, ui: bool = True, lake: bool = True):
         sp.add_argument("--config", type=non_empty, default=env("config"), required=env("config") is None,
@@ -316,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="builtin: our producer writes Debezium records (default); postgres: the real chain, "
                         "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally; mariadb: the "
                         "same from MariaDB through Debezium's MySQL connector")
+    d.add_argument("--format", choices=["json", "avro"], default="json",
+                   help="with --source postgres: how Debezium writes the records; avro also starts the schema "
+                        "registry (Apicurio) and the job reads the Confluent wire format")
+    d.add_argument("--registry-port", type=port, default=env("registry_port", "8081"),
+                   help=_env_help("schema registry port for --format avro", "registry_port"))
     d.add_argument("--pg-port", type=port, default=env("pg_port", "5432"),
                    help=_env_help("PostgreSQL port for --source postgres", "pg_port"))
     d.add_argument("--mariadb-port", type=port, default=env("mariadb_port", "3306"),

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors import object_store
-from connectors.debezium import DecodedBatch, Rejected, decode_batch
+from connectors.debezium import DecodedBatch, Rejected, decode_batch, quarantine_text
 from core.faults import kill_point
 from core.mirror_plan import plan_table
 from core.config import JobConfig
@@ -268,7 +268,7 @@ class IngestJob:
             events = decoded.events.get(table.name) or []
             if plan.rejected:
                 raw = raw_of({(table.topic, ev.partition, ev.offset) for ev, _, _ in plan.rejected})
-                ctx.rejected.extend(_rejection(table.topic, raw, ev, code, reason)
+                ctx.rejected.extend(_rejection(table.topic, raw, ev, code, reason, table.encoding == "avro")
                                     for ev, code, reason in plan.rejected)
             if not plan.final and not plan.truncate:
                 continue
@@ -501,10 +501,9 @@ def _warm_kafka_read(spark, cfg: JobConfig) -> None:
         pass
 
 
-def _rejection(topic: str, raw: dict, ev, code: str, reason: str) -> Rejected:
+def _rejection(topic: str, raw: dict, ev, code: str, reason: str, avro: bool = False) -> Rejected:
     key, value = raw.get((topic, ev.partition, ev.offset), (None, None))
-    text = (lambda b: b if b is None or isinstance(b, str) else b.decode("utf-8", errors="replace"))
-    return Rejected(topic, ev.partition, ev.offset, text(key), text(value), code, reason)
+    return Rejected(topic, ev.partition, ev.offset, quarantine_text(key, avro), quarantine_text(value, avro), code, reason)
 
 
 def _ms(t0: float) -> float:

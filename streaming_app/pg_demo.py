@@ -26,8 +26,11 @@ PREFIX = "pgdemo"
 
 
 def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "",
-                password: str = "") -> "JobConfig":  # noqa: F821
-    return parse_config({
+                password: str = "", registry_url: str | None = None) -> "JobConfig":  # noqa: F821
+    """The demo's job; with ``registry_url``, Debezium writes Avro (Confluent wire format) with
+    its schemas in that registry, and the job reads it so."""
+    avro = {"registry": {"url": registry_url}} if registry_url else {}
+    return parse_config({**avro,
         "job": {"name": "pgdemo", "lake_root": str(VAR / "pgdemo" / "lake"),
                 "checkpoint_root": str(REPO_ROOT / "checkpoints"), "trigger_interval_s": 1},
         "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": 5000},
@@ -35,7 +38,7 @@ def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: s
         "debezium": {"port": pg_port, "database": DATABASE, "topic_prefix": PREFIX, "password": password,
                      "connector_name": f"ivmstream-demo{'-' + run if run else ''}", "slot_name": "ivmstream_demo",
                      "publication_name": "ivmstream_demo", "connect_url": connect_url,
-                     "properties": {"poll.interval.ms": 100}},
+                     "encoding": "avro" if registry_url else "json", "properties": {"poll.interval.ms": 100}},
         "tables": job_tables(PREFIX),
         "graphs": [{"name": "g", "table": "edges", "src": "src", "dst": "dst", "mode": "undirected"}],
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "lines.order_id:8"}],
@@ -56,18 +59,21 @@ def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
 
 
 def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool,
-                connect_port: int = 8083, ui_port: int = 4040) -> int:
+                connect_port: int = 8083, ui_port: int = 4040, registry_port: int | None = None) -> int:
+    """``registry_port``: the chain in Avro, through a schema registry (ours) on that port."""
+    from devstack.registry import RegistryServer
     from devstack.kafka_connect import EmbeddedConnect
     from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
     connect = EmbeddedConnect(VAR / "connect", port=connect_port, bootstrap=broker.bootstrap)
+    registry = RegistryServer(VAR / "registry", port=registry_port) if registry_port else None
     # a second demo stops here, before it touches the database, topics or lake of the first
     with job_folders(demo_config(pg_port, broker.bootstrap, connect.url, ui)):
-        return _run_pg_demo(duration_s, broker, connect, pg_port, ui, ui_port)
+        return _run_pg_demo(duration_s, broker, connect, pg_port, ui, ui_port, registry)
 
 
-def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_port: int) -> int:
+def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_port: int, registry=None) -> int:
     from connectors.connect import connector_properties, rest
     from devstack.postgres import EmbeddedPostgres
     from streaming_app.preflight import empty_folder
@@ -75,11 +81,12 @@ def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_
     pg = EmbeddedPostgres(VAR / "postgres", port=pg_port)
     started = []
     try:
-        started = start_services([("Kafka broker", broker), ("PostgreSQL", pg), ("Kafka Connect", connect)])
+        services = [("Kafka broker", broker), ("PostgreSQL", pg), ("Kafka Connect", connect)]
+        started = start_services(services + ([("schema registry", registry)] if registry else []))
         # a new connector name each run: Connect keeps a connector's source offsets (its LSN) under
         # its name, and this run's database and slot are new
         cfg = demo_config(pg_port, broker.bootstrap, connect.url, ui, run=time.strftime("%Y%m%d%H%M%S"),
-                          password=pg.password())
+                          password=pg.password(), registry_url=registry.url if registry else None)
         cfg = cfg.with_overrides(ui_port=ui_port)
         name = cfg.debezium.connector_name
         for old in rest(connect.url, "GET", "/connectors"):
@@ -96,7 +103,7 @@ def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_
         connect.register(name, connector_properties(cfg))
         connect.wait_running(name, timeout_s=120)
         print(f"Debezium connector {name!r} running: {DATABASE}.public.{{{', '.join(TABLES)}}} -> "
-              f"topics {PREFIX}.public.*", flush=True)
+              f"topics {PREFIX}.public.*" + (f" in Avro, schemas in {registry.url}" if registry else ""), flush=True)
         res = run_with_history(cfg, work, "PostgreSQL", "inserts, updates, key changes, deletes, TRUNCATE, "
                                "ADD/DROP COLUMN, infinity and NaN", duration_s, ui)
 

@@ -43,6 +43,19 @@ def s3_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def registry_server(tmp_path_factory):
+    """One real schema registry (Apicurio, `ivmstream registry`'s code) on a free loopback port;
+    ``registry_server.url`` is the ``[registry] url`` that reaches it."""
+    from devstack.process import free_port
+    from devstack.registry import RegistryServer
+
+    srv = RegistryServer(tmp_path_factory.mktemp("registry"), port=free_port())
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from core.config import SparkConfig
     from streaming_app.spark_session import SessionOptions, build_session

@@ -30,6 +30,9 @@ ENV = {
     "mariadb_dir": "IVMSTREAM_MARIADB_DIR",
     "connect_port": "IVMSTREAM_CONNECT_PORT",
     "connect_dir": "IVMSTREAM_CONNECT_DIR",
+    # The schema registry of `ivmstream registry` (Apicurio, for Avro records).
+    "registry_port": "IVMSTREAM_REGISTRY_PORT",
+    "registry_dir": "IVMSTREAM_REGISTRY_DIR",
     # The Spark standalone cluster of `ivmstream cluster`.
     "cluster_dir": "IVMSTREAM_CLUSTER_DIR",
     "cluster_port": "IVMSTREAM_CLUSTER_PORT",
@@ -43,6 +46,7 @@ ENV = {
     "kafka_libs": "IVMSTREAM_KAFKA_LIBS",
     "connect_libs": "IVMSTREAM_CONNECT_LIBS",
     "s3proxy_libs": "IVMSTREAM_S3PROXY_LIBS",
+    "registry_app": "IVMSTREAM_REGISTRY_APP",
     "s3a_jars": "IVMSTREAM_S3A_JARS",
     "jvm_archive": "IVMSTREAM_JVM_ARCHIVE",
     "jvm_archive_off": "IVMSTREAM_JVM_ARCHIVE_OFF",

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _mode, _want_int, _want_options
-from core.config.tables import DECIMAL_MODES, TIME_MODES
+from core.config.common import _check_keys, _mode, _shown, _want_int, _want_number, _want_options
+from core.config.tables import DECIMAL_MODES, ENCODINGS, TIME_MODES
 
 CONNECTORS = ("postgres", "mysql")
 _DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
-                  "connect_url", "properties"}
+                  "connect_url", "properties", "encoding"}
+_REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s", "give_up_s"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class DebeziumConfig:
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
     connect_url: str = "http://127.0.0.1:8083"
+    encoding: str = "json"  # every table's default (ENCODINGS); "avro" needs [registry]
     extra: tuple[tuple[str, str], ...] = ()  # further connector properties, passed as given
 
 
@@ -69,7 +72,54 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
     kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
                                       TIME_MODES, w, "time_precision_mode")
     kw["extra"] = _want_options(raw.get("properties", {}), w, "properties")
+    kw["encoding"] = _mode(raw.get("encoding", d.encoding), ENCODINGS, w, "encoding")
     return replace(d, **kw)
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    """``[registry]``: a Confluent-compatible schema registry that Avro records name by id.
+
+    ``url`` is its Confluent API root (``GET {url}/schemas/ids/{id}``): Confluent's registry at
+    its root, Apicurio's at ``/apis/ccompat/v7``. ``user`` + ``password`` send HTTP basic auth,
+    ``token`` a bearer token. A request that gets no answer in ``timeout_s`` is retried every
+    ``retry_s`` seconds, for as long as it takes: the batch waits, no record is quarantined;
+    with ``give_up_s`` > 0 the batch fails after that long (IVM530) instead, and the query
+    stops with its offsets uncommitted.
+    """
+
+    url: str
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    timeout_s: float = 10.0
+    retry_s: float = 5.0
+    give_up_s: float = 0.0  # 0: wait for the registry however long it takes
+
+
+def parse_registry(raw: Any, where: str) -> RegistryConfig:
+    w = f"{where}: [registry]"
+    _check_keys(raw, _REGISTRY_KEYS, w)
+    if "url" not in raw:
+        raise ConfigError(f"{w}: missing key 'url' (the registry's Confluent API root, e.g. "
+                          "http://127.0.0.1:8081 or Apicurio's http://127.0.0.1:8080/apis/ccompat/v7)")
+    url = raw["url"]
+    if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+        raise ConfigError(f"{w}: url must be an http:// or https:// URL, got {_shown(url)}")
+    kw: dict[str, Any] = {"url": url.rstrip("/")}
+    for k in ("user", "password", "token"):
+        if k in raw:
+            if not isinstance(raw[k], str) or not raw[k]:
+                raise ConfigError(f"{w}: {k} must be a non-empty string, got {_shown(raw[k])}")
+            kw[k] = raw[k]
+    if ("user" in kw) != ("password" in kw):
+        raise ConfigError(f"{w}: basic auth needs both user and password")
+    if "token" in kw and "user" in kw:
+        raise ConfigError(f"{w}: give user + password (basic auth) or token (bearer), not both")
+    for k, default, hi in (("timeout_s", 10.0, 600.0), ("retry_s", 5.0, 3600.0)):
+        kw[k] = float(_want_number(raw.get(k, default), w, k, 0.001, hi))
+    kw["give_up_s"] = float(_want_number(raw.get("give_up_s", 0.0), w, "give_up_s", 0.0, 10.0**7))
+    return RegistryConfig(**kw)
 
 
 # ---- the ExtractNewRecordState ("unwrap") transform: connectors/unwrap.py says what it writes
@@ -100,6 +150,48 @@ def unwrap_transforms(props: dict) -> list[tuple[str, dict]]:
     return out
 
 
+# ---- the converters that write Avro in the Confluent wire format
+
+APICURIO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"  # in jvm/connect/pom.xml
+CONFLUENT_CONVERTER = "io.confluent.connect.avro.AvroConverter"  # not on Maven Central: bring its jars
+_CCOMPAT = re.compile(r"(?P<root>.*)/apis/ccompat/v[67]")
+
+
+def converter_properties(cfg) -> dict:
+    """Key and value converter properties when ``[debezium] encoding = "avro"``, else {}.
+
+    An Apicurio registry (``[registry] url`` ending in ``/apis/ccompat/v6`` or ``v7``) gets
+    Apicurio's converter talking to its own API, writing the Confluent form (magic byte, 4-byte
+    content id, no headers) and registering schemas as they come; any other URL is taken for
+    a Confluent registry and gets Confluent's converter. ``[debezium] properties`` win.
+    """
+    d, reg = cfg.debezium, cfg.registry
+    if d is None or d.encoding != "avro" or reg is None:
+        return {}
+    m = _CCOMPAT.fullmatch(reg.url)
+    if m:
+        common = {"apicurio.registry.url": m.group("root") + "/apis/registry/v2",
+                  "apicurio.registry.auto-register": "true", "apicurio.registry.find-latest": "true",
+                  "apicurio.registry.headers.enabled": "false", "apicurio.registry.as-confluent": "true",
+                  "apicurio.registry.use-id": "contentId"}
+        if reg.user is not None:
+            common.update({"apicurio.auth.username": reg.user, "apicurio.auth.password": reg.password})
+        cls = APICURIO_CONVERTER
+    else:
+        common = {"schema.registry.url": reg.url}
+        if reg.user is not None:
+            common.update({"basic.auth.credentials.source": "USER_INFO",
+                           "basic.auth.user.info": f"{reg.user}:{reg.password}"})
+        elif reg.token is not None:
+            common.update({"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": reg.token})
+        cls = CONFLUENT_CONVERTER
+    props = {}
+    for side in ("key", "value"):
+        props[f"{side}.converter"] = cls
+        props.update({f"{side}.converter.{k}": v for k, v in common.items()})
+    return props
+
+
 def check_formats(cfg) -> None:
     """ConfigError unless the connector that ``[debezium]`` describes writes what the tables
     declare (envelopes or unwrapped rows) and every delete reaches the job."""
@@ -108,6 +200,10 @@ def check_formats(cfg) -> None:
         return  # a connector of the user's own: the declared format is taken as given
     where = f"{cfg.source_file or 'config'}: [debezium]"
     formats = {t.format for t in cfg.tables}
+    encodings = {t.encoding for t in cfg.tables}
+    if encodings != {d.encoding}:
+        raise ConfigError(f"{where}: one connector writes every table with one converter ([debezium] encoding = "
+                          f"\"{d.encoding}\"), but the tables declare encoding {sorted(encodings)}")
     if len(formats) > 1:
         unwrapped = [t.name for t in cfg.tables if t.format == "unwrapped"]
         raise ConfigError(f"{where}: one connector writes every table, but {unwrapped} are format = \"unwrapped\" "

@@ -12,7 +12,7 @@ from typing import Any
 from core.errors import ConfigError
 from core.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
                                          _want_number, _want_str)
-from core.config.debezium import DebeziumConfig, _debezium, check_formats
+from core.config.debezium import DebeziumConfig, RegistryConfig, _debezium, check_formats, parse_registry
 from core.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
@@ -57,6 +57,7 @@ class JobConfig:
     debezium: DebeziumConfig | None = None
     s3: S3Config = field(default_factory=S3Config)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    registry: RegistryConfig | None = None  # [registry]: where Avro records' schemas are
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -106,7 +107,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
-                       "debezium", "s3", "maintenance"}, where)
+                       "debezium", "s3", "maintenance", "registry"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
@@ -138,10 +139,18 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         if len(shared) > 1 and any(t.source_table is None for t in shared):
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; "
                               "give each a source_table to tell their records apart")
+        if len({t.encoding for t in shared}) > 1:
+            raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r} but not their "
+                              "encoding; one topic is written by one converter (json or avro)")
         if len(shared) > 1 and any(t.format == "unwrapped" for t in shared):
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; an unwrapped "
                               "table needs a topic of its own (a tombstone names no table)")
 
+    registry = parse_registry(data["registry"], where) if "registry" in data else None
+    avro = [t.name for t in tables if t.encoding == "avro"]
+    if avro and registry is None:
+        raise ConfigError(f"{where}: tables {avro} are encoding = \"avro\" but there is no [registry] "
+                          "(url = the schema registry's Confluent API root)")
     check_starting_offsets(kcfg.starting_offsets, f"{where}: [kafka]", sorted({t.topic for t in tables}))
     graphs = tuple(_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
     views = tuple(_view(v, tables, where, i) for i, v in enumerate(data.get("views", [])))
@@ -169,6 +178,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         debezium=dbz,
         s3=parse_s3(data.get("s3", {}), where),
         maintenance=parse_maintenance(data.get("maintenance", {}), where),
+        registry=registry,
     )
     check_formats(cfg)
     return cfg

@@ -18,7 +18,7 @@ SIMPLE_TYPES = ("int", "long", "double", "string", "date", "timestamp", "boolean
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")  # Kafka's legal topic names
 _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_null", "ranges",
-               "decimal_handling_mode", "time_precision_mode", "format"}
+               "decimal_handling_mode", "time_precision_mode", "format", "encoding"}
 
 
 def parse_type(spec: str, where: str) -> str:
@@ -64,6 +64,9 @@ class TableConfig:
     # flattened by the ExtractNewRecordState transform (a delete is "__deleted": "true" or a
     # tombstone).
     format: str = "envelope"
+    # How the topic's bytes are written: "json" (JsonConverter) or "avro" (the Confluent wire
+    # format, schemas from [registry]); [debezium] encoding is the default.
+    encoding: str = "json"
 
     @property
     def column_names(self) -> list[str]:
@@ -74,6 +77,9 @@ class TableConfig:
 
 
 DECIMAL_MODES = ("precise", "string", "double")
+# How the records' bytes are written: Connect's JsonConverter, or Avro in the Confluent wire
+# format (magic byte 0, a 4-byte schema id, the Avro body) with the schema in a registry.
+ENCODINGS = ("json", "avro")
 FORMATS = ("envelope", "unwrapped")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "microseconds", "nanoseconds", "isostring")
 
@@ -138,7 +144,8 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
                                           DECIMAL_MODES, w, "decimal_handling_mode"),
                        time_mode=_mode(raw.get("time_precision_mode", time_mode),
                                        TIME_MODES, w, "time_precision_mode"),
-                       format=_mode(raw.get("format", "envelope"), FORMATS, w, "format"))
+                       format=_mode(raw.get("format", "envelope"), FORMATS, w, "format"),
+                       encoding=_mode(raw.get("encoding", dbz.encoding if dbz else "json"), ENCODINGS, w, "encoding"))
 
 
 def _check_columns(where: str, table: str, columns: list[str], tables: tuple[TableConfig, ...]) -> None:

@@ -1,0 +1,308 @@
+"""Avro in the Confluent wire format -> the documents the Debezium JSON path decodes.
+
+A record's bytes are magic byte 0, the writer schema's id (4 bytes, big-endian) and the Avro
+binary body. The schema comes from a Confluent-compatible registry (``GET
+{url}/schemas/ids/{id}``), fetched once per (registry, id) and kept for the process; the
+body is read with fastavro. What comes out is the payload JsonConverter would have written
+(``before``/``after``/``op``... or the unwrapped row, or the key's fields) plus the writer
+schema turned into Connect's JSON schema shape (``type`` int8..int64, float, double,
+boolean, string, bytes, struct, array, map; ``name`` and ``parameters`` from the
+``connect.name`` / ``connect.parameters`` that Connect's Avro converters write), so the
+JSON path's type rules (connectors.debezium_types) apply unchanged. Avro logical types are
+not applied: a Decimal's unscaled bytes, a Date's days and a MicroTimestamp's microseconds
+reach those rules as Debezium wrote them, with no rounding on the way.
+
+Bad input raises ``Bad`` with a ``DATA_AVRO_*`` code (wrong first byte or too short, unknown
+id, unusable schema, a body that does not read exactly). A registry that does not answer is
+not bad input: ``schema`` retries every ``retry_s`` seconds (one line on stderr when it
+starts waiting, one when it answers) and never turns that into a quarantine row.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import fastavro
+
+from connectors.debezium_types import CONNECT_DECIMAL, Bad
+from core import errors as E
+from core.errors import RegistryUnavailable
+
+MAGIC = 0
+PREFIX = 5  # magic byte + 4-byte schema id
+_PRIMITIVE = {"int": "int32", "long": "int64", "float": "float", "double": "double", "boolean": "boolean",
+              "string": "string", "bytes": "bytes"}
+_CONNECT_INTS = ("int8", "int16")  # what "connect.type" narrows an Avro int to
+
+
+@dataclass
+class Writer:
+    """One writer schema: fastavro's parsed form (logical types removed) and the Connect shape."""
+
+    schema_id: int
+    parsed: Any
+    connect: dict
+    key: str  # names the schema in the decoder's caches: one per registry and id
+    specs: dict = field(default_factory=dict)  # kind -> field specs, filled by connectors.debezium
+
+
+# (registry url, schema id) -> Writer, or the Bad every record with that id gets
+_SCHEMAS: dict[tuple[str, int], Writer | Bad] = {}
+
+
+def split(value: Any) -> tuple[int, bytes]:
+    """(schema id, Avro body) of a Confluent wire-format value."""
+    if value.__class__ is bytes and len(value) >= PREFIX and value[0] == MAGIC:  # the usual case
+        return int.from_bytes(value[1:PREFIX], "big"), value[PREFIX:]
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise Bad(E.DATA_AVRO_MAGIC, f"an Avro record must be bytes, got {type(value).__name__}")
+    view = bytes(value)
+    if len(view) < PREFIX or view[0] != MAGIC:
+        what = f"first byte {view[0]:#04x}" if len(view) else "empty value"
+        if len(view) and view[0] == MAGIC:
+            what = f"{len(view)} byte(s)"
+        raise Bad(E.DATA_AVRO_MAGIC, f"not the Confluent Avro wire format (magic byte 0, 4-byte schema id): {what}"
+                  + (" (JSON text? declare encoding = \"json\")" if len(view) and view[0] in b"{[" else ""))
+    return int.from_bytes(view[1:PREFIX], "big"), view[PREFIX:]
+
+
+# ---------------------------------------------------------------- the registry
+
+def _request(registry, path: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(registry.url + path, headers={"Accept": "application/json"})
+    if registry.user is not None:
+        cred = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {cred}")
+    elif registry.token is not None:
+        req.add_header("Authorization", f"Bearer {registry.token}")
+    try:
+        with urllib.request.urlopen(req, timeout=registry.timeout_s) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read() or b""
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        reason = getattr(e, "reason", e)
+        raise RegistryUnavailable(f"schema registry {registry.url} does not answer: {reason}") from None
+
+
+def fetch(registry, schema_id: int) -> str | None:
+    """The schema text the registry holds for ``schema_id``; None when it has none (404).
+    RegistryUnavailable when it does not answer, answers 5xx, or refuses the credentials
+    (the records are good: they wait for a registry that lets them be read)."""
+    status, body = _request(registry, f"/schemas/ids/{schema_id}")
+    if status == 404:
+        return None
+    if status != 200:
+        text = body[:200].decode("utf-8", errors="replace").strip()
+        raise RegistryUnavailable(f"schema registry {registry.url} answered HTTP {status} for schema id "
+                                  f"{schema_id}: {text}")
+    try:
+        doc = json.loads(body)
+        text = doc["schema"]
+        if not isinstance(text, str) or doc.get("schemaType", "AVRO") != "AVRO":
+            raise ValueError(f"schemaType {doc.get('schemaType')!r}")
+    except (ValueError, KeyError, TypeError) as e:
+        return json.dumps({"not avro": str(e)})  # remembered as a bad schema below
+    return text
+
+
+def schema(registry, schema_id: int) -> Writer:
+    """The writer schema of ``schema_id``: from the cache, else fetched (retried until the
+    registry answers, or its ``give_up_s`` passes: then RegistryUnavailable)."""
+    give_up_s = registry.give_up_s or None
+    k = (registry.url, schema_id)
+    hit = _SCHEMAS.get(k)
+    if hit is None:
+        waited_since = None
+        while True:
+            try:
+                text = fetch(registry, schema_id)
+                break
+            except RegistryUnavailable as e:
+                now = time.monotonic()
+                if waited_since is None:
+                    waited_since = now
+                    print(f"ivmstream: {e}; the batch waits, retrying every {registry.retry_s:g} s", file=sys.stderr,
+                          flush=True)
+                if give_up_s is not None and now - waited_since >= give_up_s:
+                    raise
+                time.sleep(registry.retry_s)
+        if waited_since is not None:
+            print(f"ivmstream: schema registry {registry.url} answers again after "
+                  f"{time.monotonic() - waited_since:.0f} s", file=sys.stderr, flush=True)
+        hit = Bad(E.DATA_AVRO_UNKNOWN_SCHEMA, f"schema id {schema_id} is not in the registry {registry.url}") \
+            if text is None else writer(registry.url, schema_id, text)
+        _SCHEMAS[k] = hit
+    if isinstance(hit, Bad):
+        raise hit
+    return hit
+
+
+def remember(url: str, schema_id: int, schema_text: Any) -> Writer | Bad:
+    """Put a schema into the cache as if the registry at ``url`` had served it (a schema
+    already known elsewhere; tests without a registry)."""
+    text = schema_text if isinstance(schema_text, str) else json.dumps(schema_text)
+    hit = _SCHEMAS[(url.rstrip("/"), schema_id)] = writer(url.rstrip("/"), schema_id, text)
+    return hit
+
+
+def cached_ids() -> set[tuple[str, int]]:
+    """(registry url, schema id) of every schema this process holds (or knows to be bad)."""
+    return set(_SCHEMAS)
+
+
+def prefetch(registry, values: Iterable[Any]) -> None:
+    """Fetch the schemas of a batch's values before any is decoded, so that a registry that
+    does not answer delays the batch before it rather than in the middle of it."""
+    for v in values:
+        if isinstance(v, (bytes, bytearray)) and len(v) >= PREFIX and v[0] == MAGIC:
+            sid = int.from_bytes(v[1:PREFIX], "big")
+            if (registry.url, sid) not in _SCHEMAS:
+                try:
+                    schema(registry, sid)
+                except Bad:
+                    pass  # remembered: its records are quarantined when decoded
+
+
+# ---------------------------------------------------------------- schemas
+
+def writer(url: str, schema_id: int, text: str) -> Writer | Bad:
+    """A Writer for a schema text, or the Bad its records get."""
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or raw.get("type") != "record":
+            raise ValueError("the top-level schema is not a record")
+        connect = _connect(raw, None, {})
+        parsed = fastavro.parse_schema(_plain(raw))
+    except Bad as bad:
+        return Bad(E.DATA_AVRO_BAD_SCHEMA, f"schema id {schema_id}: {bad.reason}")
+    except (ValueError, TypeError, KeyError, RecursionError, fastavro.schema.SchemaParseException) as e:
+        return Bad(E.DATA_AVRO_BAD_SCHEMA, f"schema id {schema_id} is not a usable Avro record schema: "
+                                           f"{str(e)[:200]}")
+    return Writer(schema_id, parsed, connect, f"\0avro {schema_id} {url}")
+
+
+def _plain(s: Any) -> Any:
+    """The schema without ``logicalType``: fastavro then returns what Debezium wrote (a
+    Decimal's unscaled bytes, not a Decimal rounded to the declared precision; days, not a date)."""
+    if isinstance(s, dict):
+        return {k: _plain(v) for k, v in s.items() if k != "logicalType"}
+    if isinstance(s, list):
+        return [_plain(x) for x in s]
+    return s
+
+
+def _full(name: str, ns: str | None) -> str:
+    return name if "." in name or not ns else f"{ns}.{name}"
+
+
+def _connect(s: Any, ns: str | None, named: dict) -> dict:
+    """One Avro schema as a Connect JSON schema (``optional`` for a union with null)."""
+    if isinstance(s, list):
+        branches = [b for b in s if b != "null"]
+        if len(branches) != 1:
+            raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"a union of {len(branches)} non-null types is not a Connect schema")
+        out = dict(_connect(branches[0], ns, named))
+        out["optional"] = True
+        return out
+    if isinstance(s, str):
+        if s in _PRIMITIVE:
+            return {"type": _PRIMITIVE[s], "optional": False}
+        full = _full(s, ns)
+        if full in named:
+            return named[full]
+        if s in named:
+            return named[s]
+        raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"unknown type name {s[:80]!r}")
+    if not isinstance(s, dict):
+        raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"{type(s).__name__} is not an Avro schema")
+    t = s.get("type")
+    if isinstance(t, (dict, list)):
+        return _connect(t, ns, named)
+    cname = s.get("connect.name")
+    params = s.get("connect.parameters")
+    out: dict[str, Any] = {"optional": False}
+    if t == "record":
+        rns = s.get("namespace", ns) if "." not in s.get("name", "") else s["name"].rsplit(".", 1)[0]
+        full = _full(str(s.get("name", "")), s.get("namespace", ns))
+        out.update(type="struct", name=cname or full, fields=[])
+        named[full] = out  # before the fields: a field may name its own record
+        fields = s.get("fields")
+        if not isinstance(fields, list):
+            raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"record {full!r} has no fields list")
+        for f in fields:
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+                raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"record {full!r} has a field without a name")
+            out["fields"].append({**_connect(f.get("type"), rns, named), "field": f["name"]})
+        return out
+    if t == "enum":
+        full = _full(str(s.get("name", "")), s.get("namespace", ns))
+        out.update(type="string", name=cname)
+        named[full] = out
+    elif t == "fixed":
+        full = _full(str(s.get("name", "")), s.get("namespace", ns))
+        out.update(type="bytes", name=cname)
+        named[full] = out
+    elif t == "array":
+        out.update(type="array", items=_connect(s.get("items"), ns, named))
+    elif t == "map":
+        out.update(type="map", keys={"type": "string", "optional": False}, values=_connect(s.get("values"), ns, named))
+    elif t in _PRIMITIVE:
+        ct = s.get("connect.type")
+        out["type"] = ct if t == "int" and ct in _CONNECT_INTS else _PRIMITIVE[t]
+        if cname is not None:
+            out["name"] = cname
+        if t in ("bytes",) and s.get("logicalType") == "decimal" and cname is None:
+            # a decimal from a producer other than Connect: the same bytes as Connect's Decimal
+            out["name"] = CONNECT_DECIMAL
+            params = {"scale": str(s.get("scale", 0))}
+    elif t == "null":
+        out.update(type="null", optional=True)
+    else:
+        raise Bad(E.DATA_AVRO_BAD_SCHEMA, f"unknown Avro type {str(t)[:80]!r}")
+    if isinstance(params, dict):
+        out["parameters"] = params
+    return out
+
+
+# ---------------------------------------------------------------- bodies
+
+def read(value: Any, registry) -> tuple[Any, Writer]:
+    """(the decoded body, its writer schema) of one wire-format value."""
+    sid, body = split(value)
+    w = schema(registry, sid)
+    buf = io.BytesIO(body)
+    try:
+        doc = fastavro.schemaless_reader(buf, w.parsed, None)
+    except (EOFError, StopIteration):
+        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({len(body)} bytes) ends before its schema {sid} does") from None
+    except UnicodeDecodeError as e:
+        raise Bad(E.DATA_AVRO_CORRUPT, f"an Avro string is not UTF-8 (schema {sid}): {e.reason}") from None
+    except (ValueError, IndexError, TypeError, KeyError, OverflowError, MemoryError, RecursionError) as e:
+        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body does not read by schema {sid}: "
+                                       f"{type(e).__name__}: {str(e)[:120]}") from None
+    left = len(body) - buf.tell()
+    if left:
+        raise Bad(E.DATA_AVRO_CORRUPT, f"{left} byte(s) left after the Avro body of schema {sid}")
+    # fastavro reads some bytes that are no Avro encoding at all (a boolean byte 2, a negative
+    # union index, an over-long or over-wide number) as a value; an encoder writes each value
+    # one way, so a body that is not what its value encodes to was damaged on the way.
+    again = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(again, w.parsed, doc)
+        same = again.getvalue() == body
+    except (ValueError, TypeError, OverflowError, struct.error, KeyError, IndexError):
+        same = False
+    if not same:
+        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid} (a boolean other "
+                                       "than 0/1, a bad union index or an over-long number)")
+    return doc, w
