@@ -10,7 +10,7 @@
   the views' public ``snapshot()``/``restore()`` (encoding ``ivmstream.recursive.v1``).
   ``apply`` runs one view batch per mirror commit and returns their net ``ViewDelta``.
 - ``SketchEngine``: an initialised ``operators.sketch.SketchMaintainer`` (encoding
-  ``sketch.maintainer.v1``, ``state.sketch_codec``); ``apply`` returns its ``SketchDelta``.
+  ``sketch.maintainer.v1``, ``operators.sketch.codec``); ``apply`` returns its ``SketchDelta``.
 
 Each ``restore`` refuses, with ``StateError``, a snapshot taken under another configuration
 (mode, ε, view kind or parameters): its bytes would decode into the wrong engine.
@@ -182,7 +182,7 @@ class SketchEngine:
 
     @property
     def encoding(self) -> str:
-        from state import sketch_codec
+        from operators.sketch import codec as sketch_codec
 
         return sketch_codec.ENCODING
 

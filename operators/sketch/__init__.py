@@ -25,7 +25,7 @@ Layout: ``partition`` (fragments), ``delta`` (annotated batches), ``expr`` / ``s
 (scalar expressions), one module per operator (``scan``, ``stateless``, ``join`` with
 ``joinstore`` and ``bloom``, ``aggregate``, ``topk``, ``merge``), ``plan`` (the tree and
 its rewrites), ``frontend`` (SQL), ``maintainer`` (the API), ``reference`` (from-scratch
-capture for tests); state encoding in ``state/sketch_codec.py``.
+capture for tests); state encoding in ``operators/sketch/codec.py``.
 """
 
 from operators.sketch.aggregate import RecaptureRequired

@@ -6,8 +6,8 @@ with weights multiplied, so a deleted row joined with a deleted row comes out as
 insert (compensating the two deletions produced by the first two terms) and an insert
 joined with a delete cancels.  Sketches of joined rows are the union of both sides'
 (compact matrices are concatenated).  No keys = cross product.
-State kept: each input's current annotated rows in a ``state.side_store.SideStore``
-(``state.memory_side.MemoryIndex``, an in-memory hash index, by default) and, optionally, a
+State kept: each input's current annotated rows in a ``operators.sketch.side_store.SideStore``
+(``operators.sketch.memory_side.MemoryIndex``, an in-memory hash index, by default) and, optionally, a
 counting bloom filter per side over its key hashes (``join.hashindex.v1``).  The bloom
 filter (Sec. 7.2) drops ΔL rows that cannot have a partner in R before probing R (and
 symmetrically); ΔL ⋈ ΔR is always computed from the unfiltered deltas, so keys new on both
@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from operators.sketch.bloom import CountingBloom
 from operators.sketch.delta import Delta, hstack_sketches
 from operators.sketch.joinstore import expand_matches, key_hash, not_null_mask
-from state.memory_side import memory_factory
-from state.side_store import SideStore
+from operators.sketch.memory_side import memory_factory
+from operators.sketch.side_store import SideStore
 
 ENCODING = "join.hashindex.v1"
 
@@ -55,7 +55,7 @@ class JoinState:
 
 def new_state(spec: JoinSpec, store_factory=None, tables=((), ()), nodes=(None, None), ctx=None) -> JoinState:
     """Empty state; ``store_factory(nbits, key_ids, side, tables, node=, ctx=) -> SideStore``
-    (a ``state.side_store.StoreFactory``) picks the storage of each input; default: memory."""
+    (a ``operators.sketch.side_store.StoreFactory``) picks the storage of each input; default: memory."""
     make = store_factory or memory_factory
     return JoinState(make(spec.nbits, spec.left_keys, "left", tables[0], node=nodes[0], ctx=ctx),
                      make(spec.nbits, spec.right_keys, "right", tables[1], node=nodes[1], ctx=ctx))

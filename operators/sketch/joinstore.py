@@ -1,8 +1,8 @@
 """Join keys as the stores see them: the key hash of each row, the NULL-key mask, and the
 expansion of matched hash ranges into (probe index, row index) pairs.
 
-The stores themselves are ``state.side_store.SideStore`` implementations
-(``state.memory_side.MemoryIndex`` in memory, ``streaming_app.sketches.delta_side.DeltaSide``
+The stores themselves are ``operators.sketch.side_store.SideStore`` implementations
+(``operators.sketch.memory_side.MemoryIndex`` in memory, ``streaming_app.sketches.delta_side.DeltaSide``
 in the Delta mirror); the join operator and every store hash keys with ``key_hash`` here.
 """
 

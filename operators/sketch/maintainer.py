@@ -28,7 +28,7 @@ from operators.sketch.delta import SketchSpace
 from operators.sketch.partition import RangePartition
 from operators.sketch.scan import WEIGHT
 from operators.sketch.topk import order_key
-from state import sketch_codec
+from operators.sketch import codec as sketch_codec
 
 
 @dataclass

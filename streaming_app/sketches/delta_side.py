@@ -1,6 +1,6 @@
 """Join inputs that stay in their Delta mirror instead of driver memory.
 
-``DeltaSide`` implements ``state.side_store.SideStore`` for a join input that is a plain scan of
+``DeltaSide`` implements ``operators.sketch.side_store.SideStore`` for a join input that is a plain scan of
 one mirror (under selections and column projections).  It keeps no rows: a probe reads the
 mirror *at the version the sketch state reflects* (Delta time travel), restricted to the probing
 keys (``IN`` list, or a broadcast semi-join for many keys) and to the pushed-down selection
@@ -25,8 +25,8 @@ from operators.sketch import plan as P
 from operators.sketch.delta import Delta
 from operators.sketch.expr import Col
 from operators.sketch.joinstore import expand_matches, key_hash
-from state.memory_side import MemoryIndex
-from state.side_store import SideStore
+from operators.sketch.memory_side import MemoryIndex
+from operators.sketch.side_store import SideStore
 from streaming_app.sketches.pushdown import column_kind, pushdown_for_scan, sql_literal
 
 ENCODING = "join.side.delta.v1"

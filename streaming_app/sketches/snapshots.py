@@ -1,7 +1,7 @@
 """Each sketched query's engine snapshots in the one snapshot store (``state.snapshot_store``).
 
 A query is the store's maintainer ``sketch.<query name>``; a snapshot row holds the
-``SketchMaintainer``'s bytes under ``sketch.maintainer.v1`` (``state.sketch_codec``, through
+``SketchMaintainer``'s bytes under ``sketch.maintainer.v1`` (``operators.sketch.codec``, through
 ``state.engines.SketchEngine``), the mirror versions its state reflects, and as its config the
 query's SQL and partitions (tables, attributes, fragment counts, boundaries): a query dropped
 and registered again differently never restores the old state. The job writes one every

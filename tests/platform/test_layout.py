@@ -153,7 +153,7 @@ def _cycle_path(g: dict, comp: list[str]) -> str:
 def test_the_graph_sees_the_packages():
     g = _graph()
     assert {"streaming_app.cli", "core.config", "connectors.debezium", "operators.sketch",
-            "state.sketch_codec"} <= set(g)
+            "operators.sketch.codec", "state.protocol"} <= set(g)
     assert "core.config" in g["connectors.debezium"]  # imports are read
 
 

@@ -21,7 +21,7 @@ from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch import aggregate as A
 from operators.sketch import topk as T
 from operators.sketch.delta import Delta, sketch_keys
-from state import sketch_codec
+from operators.sketch import codec as sketch_codec
 
 NB = 8
 

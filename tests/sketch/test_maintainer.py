@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import InvariantError, IvmError, StateError
 from operators.sketch import RangePartition, RecaptureRequired, SketchDelta, SketchMaintainer
-from state.memory_side import MemoryIndex
+from operators.sketch.memory_side import MemoryIndex
 
 
 def orders():

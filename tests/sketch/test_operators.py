@@ -23,7 +23,7 @@ from operators.sketch import join as J
 from operators.sketch import topk as T
 from operators.sketch.bloom import CountingBloom
 from operators.sketch.delta import Delta, consolidate, sketch_keys
-from state.memory_side import MemoryIndex
+from operators.sketch.memory_side import MemoryIndex
 
 NB = 8  # fragments 0..7
 

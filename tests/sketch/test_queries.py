@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from core.errors import StateError
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch.reference import reference_capture
-from state import sketch_codec
+from operators.sketch import codec as sketch_codec
 
 PARTS = {"r": RangePartition("b", [0, 5, 10, 15]), "s": RangePartition("v", [0, 3, 6])}
 

@@ -1,4 +1,4 @@
-"""The ``state.side_store.SideStore`` contract, the same assertions over every backend.
+"""The ``operators.sketch.side_store.SideStore`` contract, the same assertions over every backend.
 
 A backend is an adapter with ``make(key_ids, node, ctx)`` (a new store) and ``sync(store,
 live)`` (the world the store may read catches up with what was added: nothing for a memory
@@ -24,8 +24,8 @@ import pytest
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch import plan as P
 from operators.sketch.joinstore import key_hash
-from state.memory_side import MemoryIndex
-from state.side_store import SideStore
+from operators.sketch.memory_side import MemoryIndex
+from operators.sketch.side_store import SideStore
 
 SQL = "select t.v, u.w from t join u on t.k = u.k"
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])

@@ -3,7 +3,7 @@
 The join operator (``operators.sketch.join``) keeps each input's state in a ``SideStore`` and
 asks three things of it: ``add`` a delta, ``probe`` with the key hashes (and key values) of
 the other side's delta rows for candidate partners, and ``key_weights`` for its counting bloom
-filter. Where the rows live is the store's business: ``state.memory_side.MemoryIndex`` keeps
+filter. Where the rows live is the store's business: ``operators.sketch.memory_side.MemoryIndex`` keeps
 them in driver memory; ``streaming_app.sketches.delta_side.DeltaSide`` keeps only net weights
 per key hash and reads the rows back from the Delta mirror at the version the state reflects.
 A RocksDB or Delta state-table backend implements the same class and joins the contract test
@@ -21,14 +21,14 @@ Rules every store keeps:
   to consolidation: a store may merge rows of the same tuple and drop rows whose weights cancel.
 * ``key_weights()`` is (distinct key hashes, net weight per hash), zero weights left out or not.
 * ``len(store)`` is the net number of stored rows (sum of weights).
-* A store pickles (it travels inside the sketch maintainer's snapshot, ``state.sketch_codec``)
+* A store pickles (it travels inside the sketch maintainer's snapshot, ``operators.sketch.codec``)
   under its versioned ``encoding``; what cannot be pickled (a Spark session, a version source)
   is attached again by ``bind`` after construction or restore. A memory store ignores ``bind``.
 
 A ``StoreFactory`` picks the store of each join input:
 ``factory(nbits, key_ids, side, tables, node=..., ctx=...) -> SideStore`` with ``side`` "left"
 or "right", ``tables`` the base tables under the input, ``node`` and ``ctx`` the input's plan
-node and the planning context (``state.memory_side.memory_factory`` ignores them).
+node and the planning context (``operators.sketch.memory_side.memory_factory`` ignores them).
 """
 
 from __future__ import annotations

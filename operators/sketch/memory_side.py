@@ -1,4 +1,4 @@
-"""Join input rows in driver memory: ``MemoryIndex``, the default ``state.side_store.SideStore``.
+"""Join input rows in driver memory: ``MemoryIndex``, the default ``operators.sketch.side_store.SideStore``.
 
 A big ``main`` run plus O(log n) small ``tail`` runs of recent deltas, each searchable by key
 hash, so a probe is a few ``np.searchsorted`` calls and a vectorised range expansion - cost
@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from operators.sketch.delta import Delta, consolidate
 from operators.sketch.joinstore import expand_matches, key_hash
-from state.side_store import SideStore
+from operators.sketch.side_store import SideStore
 
 ENCODING = "join.side.memory.v2"
 
