@@ -5,7 +5,7 @@ hands each micro-batch to ``IngestJob.process_batch`` through ``foreachBatch``:
 
   1. collect the batch's Kafka records (bounded by ``max_offsets_per_trigger``) and decode
      them on the driver (connectors.debezium), or with ``[job] decode = "executors"`` in the
-     Spark tasks that read them (streaming_app.decode_stage); bad records become
+     Spark tasks that read them (connectors.decode_stage); bad records become
      ``quarantine`` rows;
   2. reduce each table's events to the final image per primary key and MERGE them into the
      table's Delta mirror, one commit per table per batch;
@@ -34,7 +34,7 @@ from connectors.debezium import DecodedBatch, Rejected, decode_batch, quarantine
 from core.faults import kill_point
 from core.mirror_plan import plan_table
 from core.config import JobConfig
-from streaming_app.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
+from connectors.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")

@@ -42,7 +42,7 @@ from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, decode_batch
 from core.mirror_plan import TablePlan
 from core.errors import ConfigError
-from streaming_app.decode_stage import KAFKA_COLUMNS, offset_ranges
+from connectors.decode_stage import KAFKA_COLUMNS, offset_ranges
 from core.faults import kill_point
 from streaming_app.job import BatchContext, IngestJob, _ms
 from streaming_app.statestore import generations

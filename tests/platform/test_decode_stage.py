@@ -1,6 +1,6 @@
 """Decoding on the executors equals decoding on the driver.
 
-The job decodes each Spark task's slice of a batch separately (streaming_app.decode_stage) and
+The job decodes each Spark task's slice of a batch separately (connectors.decode_stage) and
 merges the slices in log order. Here random batches, poison records included, are cut into
 random slices, each slice goes through the very function the tasks run, and the merge must
 equal ``decode_batch`` over the whole batch: events, rejected records, counts, schema changes
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from connectors.debezium import decode_batch
 from devstack.producer import RandomUpdates, envelope, key_of
 from streaming_app.settings import parse_config
-from streaming_app.decode_stage import _slice_decoder, merge, offset_ranges
+from connectors.decode_stage import _slice_decoder, merge, offset_ranges
 
 TABLE = {"name": "orders", "topic": "t.orders", "primary_key": "id", "decimal_handling_mode": "string",
          "columns": {"id": "long", "status": "string", "amount": "decimal(12,2)", "day": "date"}}
