@@ -3,10 +3,11 @@
 One Structured Streaming query reads every configured topic with Spark's Kafka source and
 hands each micro-batch to ``IngestJob.process_batch`` through ``foreachBatch``:
 
-  1. collect the batch's Kafka records (bounded by ``max_offsets_per_trigger``) and decode
-     them on the driver (connectors.debezium), or with ``[job] decode = "executors"`` in the
-     Spark tasks that read them (connectors.decode_stage); bad records become
-     ``quarantine`` rows;
+  1. the state backend the job is given (state.backends) reads the batch: the memory backend
+     collects the Kafka records (bounded by ``max_offsets_per_trigger``) and decodes them on
+     the driver (connectors.debezium), or with ``[job] decode = "executors"`` in the Spark
+     tasks that read them (connectors.decode_stage); the statestore backend runs its keyed
+     operators in the query (state.statestore.backend); bad records become ``quarantine`` rows;
   2. reduce each table's events to the final image per primary key and MERGE them into the
      table's Delta mirror, one commit per table per batch;
   3. run the registered maintainers (sketches, triangles, recursive views) on what changed;
@@ -30,11 +31,12 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors import object_store
-from connectors.debezium import DecodedBatch, Rejected, decode_batch, quarantine_text
-from core.faults import kill_point
-from core.mirror_plan import plan_table
+from connectors.debezium import DecodedBatch, Rejected, quarantine_text
+from connectors.decode_stage import KAFKA_COLUMNS
 from core.config import JobConfig
-from connectors.decode_stage import KAFKA_COLUMNS, decode_on_executors, offset_ranges, raw_records
+from core.errors import ConfigError
+from core.faults import kill_point
+from state.backends import MemoryBackend, StateBackend
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
@@ -114,14 +116,18 @@ class Maintainer(Protocol):
 
 class IngestJob:
     def __init__(self, cfg: JobConfig, spark, maintainers: list[Maintainer] | None = None,
-                 on_batch: Callable[[dict], None] | None = None):
+                 on_batch: Callable[[dict], None] | None = None, backend: StateBackend | None = None):
+        if backend is None and cfg.state.backend != MemoryBackend.name:
+            raise ConfigError(f"[state] backend = {cfg.state.backend!r}: the job needs that backend "
+                              "(streaming_app.runner.state_backend builds it from the config)")
         self.cfg = cfg
+        self.backend = backend or MemoryBackend()
         self.spark = spark
         if object_store.lake_s3(cfg) is not None:  # delta-rs and Spark's S3A reach the bucket
             object_store.use(cfg.s3)
             object_store.apply_to_spark(spark, cfg.s3)
         self.lake = sink.Lake(cfg.lake_root)
-        self.maintainers = list(maintainers or [])
+        self.maintainers = self.backend.maintainers(list(maintainers or []))
         self.on_batch = on_batch
         self.app_id: str | None = None
         self._app_ready = threading.Event()
@@ -135,11 +141,12 @@ class IngestJob:
         self._running: int | None = None  # the batch inside process_batch, if any
         self._finished: int | None = None  # the last batch this process finished
         # where the streaming query resumes and whose writes it makes (the statestore backend's
-        # checkpoint generations change these: streaming_app/statestore/generations.py)
+        # checkpoint generations change these: state/statestore/generations.py)
         self.checkpoint_location = cfg.checkpoint_dir
         self.starting_offsets = cfg.kafka.starting_offsets
         self.writer_id: str | None = None  # None: the job name and the streaming query id
         self.trigger_once = False  # run one batch (a pending one first) and stop
+        self.query = None  # the streaming query, once started
 
     # -- set-up -----------------------------------------------------------------------------
     def setup(self) -> None:
@@ -153,6 +160,15 @@ class IngestJob:
         sink.ensure_table(spark, self.lake.output("schema_changes"), SCHEMA_CHANGES_DDL)
         for m in self.maintainers:
             m.setup(spark, self)
+        self.backend.setup(self)
+
+    def with_backend(self, backend: StateBackend) -> "IngestJob":
+        """A job like this one (config, session, maintainers, batch callback) over ``backend``."""
+        return IngestJob(self.cfg, self.spark, self.maintainers, self.on_batch, backend=backend)
+
+    def last_batch_of(self, spark, app_id: str) -> tuple[int, dict[str, int]]:
+        """The last batch writer ``app_id`` completed in this lake (-1: none) and the mirror versions it left."""
+        return last_batch(spark, self.lake, app_id)
 
     def _load_last_batch(self, spark) -> None:
         """The last batch this writer (app id) completed, and the mirror versions it left."""
@@ -194,6 +210,13 @@ class IngestJob:
         query.stop()
 
     def _process_batch(self, batch_df, batch_id: int) -> None:
+        batch_id = self.backend.begin_batch(self, batch_df, batch_id)
+        try:
+            self._run_batch(batch_df, batch_id)
+        finally:
+            self.backend.end_batch(self)
+
+    def _run_batch(self, batch_df, batch_id: int) -> None:
         spark = batch_df.sparkSession
         self._app_ready.wait(timeout=120)
         if self.last_done is None:
@@ -210,46 +233,8 @@ class IngestJob:
         started = sink.utcnow()
         steps: dict[str, float] = {}
         spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: read and decode")
-        decoded, offsets, raw_of = self._read(batch_df, batch_id, steps)
+        decoded, offsets, raw_of = self.backend.read(self, batch_df, batch_id, steps)
         self._apply(spark, batch_id, started, steps, decoded, offsets, raw_of)
-
-    def _read(self, batch_df, batch_id: int, steps: dict):
-        """The batch's decoded events, its Kafka offsets, and a reader of raw records by coordinates."""
-        t = time.perf_counter()
-        if self.cfg.decode == "executors":
-            # One Spark job reads and decodes the records in parallel tasks (decode_stage).
-            decoded, offsets = decode_on_executors(self.cfg, batch_df, steps)
-            kill_point("collect", batch_id)
-            raw_of = lambda coords: raw_records(batch_df, coords)  # noqa: E731
-        else:
-            arrow = batch_df.select(*KAFKA_COLUMNS).toArrow()
-            steps["collect"] = _ms(t)
-            kill_point("collect", batch_id)
-            t = time.perf_counter()
-            cols = [arrow.column(c).to_pylist() for c in ("topic", "partition", "offset", "key", "value")]
-            headers = [[(h["key"], h["value"]) for h in hs] if hs else None
-                       for hs in arrow.column("headers").to_pylist()]
-            decoded = decode_batch(self.cfg, zip(*cols, headers))
-            steps["decode"] = _ms(t)
-            offsets = offset_ranges(cols[0], cols[1], cols[2])
-            # built only when a plan rejects an event, and only for those records
-            raw_of = lambda coords: {(tp, p, o): (k, v) for tp, p, o, k, v in zip(*cols)  # noqa: E731
-                                     if (tp, p, o) in coords}
-        return decoded, offsets, raw_of
-
-    def _plan(self, spark, table, decoded: DecodedBatch, before: int):
-        """The mirror write of ``table`` for this batch (None: no event for it)."""
-        events = decoded.events.get(table.name) or []
-        if not events:
-            return None
-        path = self.lake.mirror(table.name)
-        return plan_table(events, lambda keys: sink.lookup_rows(spark, path, table, before, keys))
-
-    def _events_in(self, decoded: DecodedBatch) -> int:
-        return sum(len(v) for v in decoded.events.values())
-
-    def _after_maintainers(self, spark, ctx: BatchContext) -> None:
-        """Outputs a backend writes after the maintainers and before the batch record (none here)."""
 
     def _apply(self, spark, batch_id: int, started, steps: dict, decoded: DecodedBatch, offsets: dict,
                raw_of) -> None:
@@ -262,7 +247,7 @@ class IngestJob:
         for table in self.cfg.tables:
             path = self.lake.mirror(table.name)
             before = self.versions.get(table.name, 0)
-            plan = self._plan(spark, table, decoded, before)
+            plan = self.backend.plan(self, spark, table, decoded, before)
             if plan is None:
                 continue
             events = decoded.events.get(table.name) or []
@@ -301,7 +286,7 @@ class IngestJob:
             steps[f"maintain:{m.name}"] = _ms(t)
             operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
             kill_point(f"maintain.{m.name}", batch_id)
-        self._after_maintainers(spark, ctx)
+        self.backend.after_maintainers(self, spark, ctx)
         spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: quarantine and batch record")
 
         t = time.perf_counter()
@@ -317,7 +302,7 @@ class IngestJob:
             "job": self.cfg.name, "app_id": ctx.app_id, "batch_id": batch_id, "started_at": started,
             "finished_at": sink.utcnow(), "kafka_offsets": json.dumps(offsets),
             "mirror_versions": ctx.mirror_versions, "records_in": decoded.records,
-            "events": self._events_in(decoded), "keys_changed": keys_changed,
+            "events": self.backend.events_in(decoded), "keys_changed": keys_changed,
             "quarantined": len(rejected), "tombstones": decoded.tombstones,
             "step_ms": steps, "metrics": json.dumps(ctx.metrics, default=str),
             "operators": operators,
@@ -388,13 +373,15 @@ class IngestJob:
         })
 
     # -- the streaming query -----------------------------------------------------------------
-    def _stream(self, kafka_df):
-        """What foreachBatch receives: the Kafka records themselves (the statestore backend puts
-        its keyed operators here)."""
-        return kafka_df
-
     def start(self, available_now: bool = False):
         """Start the streaming query; returns the StreamingQuery."""
+        try:
+            self.query = self._start(available_now)
+        finally:
+            self.backend.started(self)
+        return self.query
+
+    def _start(self, available_now: bool):
         cfg = self.cfg
         warm_up = None
         if self.spark.sparkContext.master.startswith("local"):
@@ -418,7 +405,7 @@ class IngestJob:
             reader = reader.option(k, v)
         for k, v in cfg.kafka.extra_options:
             reader = reader.option(k, v)
-        writer = (self._stream(reader.load()).writeStream.queryName(cfg.name)
+        writer = (self.backend.stream(self, reader.load()).writeStream.queryName(cfg.name)
                   .option("checkpointLocation", str(self.checkpoint_location))
                   .foreachBatch(self.process_batch))
         writer = (writer.trigger(once=True) if self.trigger_once else writer.trigger(availableNow=True) if available_now

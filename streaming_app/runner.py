@@ -16,6 +16,7 @@ from typing import Callable
 
 from connectors import object_store
 from core.config import JobConfig
+from state.backends import MemoryBackend, StateBackend
 from streaming_app.job import IngestJob, Maintainer
 from streaming_app.spark_session import SessionOptions, build_session
 
@@ -53,6 +54,17 @@ def _operator_part(op: dict) -> str:
     if op.get("state_size") is not None:
         parts.append(f"state {op['state_size']}")
     return f"{op['name']}: {', '.join(parts)}"
+
+
+def state_backend(cfg: JobConfig) -> StateBackend:
+    """The state backend ``[state] backend`` names, for the job (state.backends)."""
+    if cfg.state.backend == "statestore":
+        # here, not at the top: its stateful processors import pyspark's streaming API
+        from state.statestore.backend import StatestoreBackend
+        from streaming_app.sketches.keyed import KeyedSketchTables
+
+        return StatestoreBackend(cfg, KeyedSketchTables(cfg))
+    return MemoryBackend()
 
 
 def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: bool = False,
@@ -94,10 +106,7 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
         if observer is not None:
             observer(row)
 
-    job_class = IngestJob
-    if cfg.state.backend == "statestore":
-        from streaming_app.statestore.job import StatestoreJob as job_class
-    job = job_class(cfg, spark, maintainers=maintainers, on_batch=on_batch)
+    job = IngestJob(cfg, spark, maintainers=maintainers, on_batch=on_batch, backend=state_backend(cfg))
     stop = stop_event or threading.Event()
     previous = {}
     signalled: list[tuple[str, int | None, int | None]] = []

@@ -3,7 +3,7 @@
 ``stage_cdc`` (key: table and bucket), ``KeyedQuery.join_step`` (key: query and join key),
 ``stage_group_page`` (key: query and page of groups), ``KeyedQuery.topk_step`` (key: query) and
 ``stage_mu`` (key: query and fragment) are what the Spark processors of
-``streaming_app.statestore`` call for each key; ``KeyedPipeline`` calls them with dict state
+``state.statestore`` call for each key; ``KeyedPipeline`` calls them with dict state
 in the order Spark's shuffles would, so the fast tests check the keyed path against the
 memory backend's engine without starting Spark.
 """

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.keyed.capture import ARROW_SCHEMA
-from streaming_app.statestore.capture import bounded_batches
+from state.statestore.capture import bounded_batches
 
 
 def _table(sizes: list[int | None]) -> pa.Table:

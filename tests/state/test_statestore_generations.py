@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from streaming_app.statestore import generations as G
+from state.statestore import generations as G
 
 META = ('{"batchWatermarkMs":0,"batchTimestampMs":1795674427533,"conf":{"spark.sql.shuffle.partitions":"2",'
         '"spark.sql.streaming.stateStore.providerClass":"org.apache.spark.sql.execution.streaming.state.'

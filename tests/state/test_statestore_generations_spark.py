@@ -39,7 +39,7 @@ from operators.sketch import RangePartition, SketchMaintainer
 from core.config import dump_toml
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
-from streaming_app.statestore import generations
+from state.statestore import generations
 from tests.state.statestore_fixture import BOUNDS, SKETCHES, config_data, final_rows, history, send
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]

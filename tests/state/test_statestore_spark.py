@@ -94,7 +94,7 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
     first = history(160, keys=60, seed=12, truncate_every=0, live=live)
     second = history(120, keys=60, seed=13, truncate_every=70, live=live)
     lake = {b: cfg.lake_root for b, cfg in cfgs.items()}
-    from streaming_app.statestore.job import READER_ROWS
+    from state.statestore.backend import READER_ROWS
 
     reader_rows = spark.conf.get(READER_ROWS)  # the capture's load reads fewer rows a batch, in its query only
     prod = CdcProducer(kafka_broker.bootstrap)
@@ -112,7 +112,7 @@ def test_statestore_capture_over_loaded_mirrors_equals_memory_backend(spark, kaf
     prod.close()
     deltas = table_rows(spark, lake["statestore"] / "sketch_deltas")
     assert {d[4] for d in deltas} == {"1", "-1"}
-    from streaming_app.statestore.capture import pinned
+    from state.statestore.capture import pinned
 
     rec = pinned(cfgs["statestore"].checkpoint_dir)
     assert rec["images"] == len(loaded) and rec["versions"]["t"] >= 1
@@ -180,7 +180,7 @@ def test_statestore_capture_of_topk_and_joins_equals_memory_backend(spark, kafka
     import pyarrow as pa
 
     from connectors import delta_sink as sink
-    from streaming_app.statestore.capture import pinned
+    from state.statestore.capture import pinned
     from tests.state.statestore_fixture import COLUMNS, rows
 
     topics = {"t": "sscj.t", "u": "sscj.u"}

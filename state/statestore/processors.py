@@ -70,7 +70,7 @@ def _passthrough(rows):
         yield Row(k1=r.k1, k2=r.k2, kind=r.kind, w=r.w, a=r.a)
 
 
-class _Queries:
+class Queries:
     """The registered queries, planned once per Python worker (``KeyedQuery``)."""
 
     def __init__(self, specs: list):
@@ -112,7 +112,7 @@ class CdcProcessor(StatefulProcessor):
     checkpoint; ``MIN_PAGES`` for a table it did not see)."""
 
     def __init__(self, specs: list, buckets: int, pages: dict):
-        self.queries = _Queries(specs)
+        self.queries = Queries(specs)
         self.buckets, self.pages = buckets, dict(pages)
 
     def init(self, handle) -> None:
@@ -168,7 +168,7 @@ class GroupProcessor(StatefulProcessor):
     ``GROUP_PAGES`` per query), not one per group."""
 
     def __init__(self, specs: list):
-        self.queries = _Queries(specs)
+        self.queries = Queries(specs)
 
     def init(self, handle) -> None:
         self.page = handle.getValueState(GROUP_STATE, "groups binary")
@@ -209,7 +209,7 @@ class JoinProcessor(StatefulProcessor):
     output rows for the aggregation, the top-k or μ."""
 
     def __init__(self, specs: list):
-        self.queries = _Queries(specs)
+        self.queries = Queries(specs)
 
     def init(self, handle) -> None:
         self.sides = handle.getValueState(JOIN_STATE, "blob binary")
@@ -247,7 +247,7 @@ class TopKProcessor(StatefulProcessor):
     top-k's changes as fragment weights for μ."""
 
     def __init__(self, specs: list):
-        self.queries = _Queries(specs)
+        self.queries = Queries(specs)
 
     def init(self, handle) -> None:
         self.ordered = handle.getValueState(TOPK_STATE, "blob binary")

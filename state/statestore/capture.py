@@ -157,9 +157,9 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
         import pyarrow as pa
 
         from operators.keyed.capture import slice_rows
-        from streaming_app.statestore.processors import _Queries
+        from state.statestore.processors import Queries
 
-        qs = [q for q in _Queries(specs).all().values() if q.reads(table)]
+        qs = [q for q in Queries(specs).all().values() if q.reads(table)]
         for rb in batches:
             if rb.num_rows:
                 yield from bounded_batches(slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
@@ -177,9 +177,9 @@ def _runs(stage: str, specs: list, group_pages: int):
         import pyarrow as pa
 
         from operators.keyed import capture as C
-        from streaming_app.statestore.processors import _Queries
+        from state.statestore.processors import Queries
 
-        queries = _Queries(specs).all()
+        queries = Queries(specs).all()
         merge = {"joins": lambda t: C.merge_joins(queries, t, group_pages),
                  "groups": lambda t: C.merge_groups(queries, t, group_pages),
                  "topk": lambda t: C.merge_topk(queries, t)}[stage]

@@ -1,4 +1,4 @@
-"""The job with ``[state] backend = "statestore"``: sketch operators inside the streaming query.
+"""The state backend ``[state] backend = "statestore"``: sketch operators inside the streaming query.
 
 One batch::
 
@@ -9,9 +9,9 @@ One batch::
       -> transformWithState GroupProcessor (key query, page)     state imp_group_pages_v2
       [-> transformWithState TopKProcessor (key query)           state topk_ordered_v2]
       -> transformWithState MuProcessor    (key query, fragment) state mu_fragment_v1
-      -> foreachBatch (driver): mirror MERGE per table, other maintainers (triangles, views),
-         sketch_deltas and sketches, quarantine, the batches row; each write idempotent on
-         (app id, batch id) as in the memory backend.
+      -> foreachBatch (driver, the job of streaming_app.job): mirror MERGE per table, other
+         maintainers (triangles, views), sketch_deltas and sketches, quarantine, the batches
+         row; each write idempotent on (app id, batch id) as in the memory backend.
 
 The join and top-k operators are in the plan only when a registered query needs them.
 
@@ -26,6 +26,10 @@ build the keyed operators' initial state from the mirrors at pinned versions, an
 it through ``transformWithState(initialState=...)``. A changed set of queries starts a new
 checkpoint generation from the offsets of the last finished batch, with a capture at the mirror
 versions it left (``generations``).
+
+The job is given a ``StatestoreBackend`` (``state.backends`` lists its hooks); the sketch feature's
+tables (registrations, ``sketch_deltas``, ``sketches``) are reached through a ``SketchTables``
+the caller gives it (``streaming_app.sketches.keyed``).
 """
 
 from __future__ import annotations
@@ -35,18 +39,20 @@ import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors.debezium import DecodedBatch, decode_batch
-from core.mirror_plan import TablePlan
-from core.errors import ConfigError
 from connectors.decode_stage import KAFKA_COLUMNS, offset_ranges
+from core.errors import ConfigError
 from core.faults import kill_point
-from streaming_app.job import BatchContext, IngestJob, _ms
-from streaming_app.statestore import generations
-from streaming_app.statestore import processors as P
+from core.mirror_plan import TablePlan
+from operators.keyed.sketch import KeyedQuery
+from state.backends import elapsed_ms
+from state.statestore import capture, generations
+from state.statestore import processors as P
 
 CAPTURE_READ_ROWS = 256  # parquet rows per reader batch while batch 0 loads a capture
 READER_ROWS = "spark.sql.parquet.columnarReaderBatchSize"
@@ -106,48 +112,78 @@ def _decoder(cfg, buckets: int):
     return decode
 
 
-class StatestoreJob(IngestJob):
-    """IngestJob whose sketch operators run in the streaming query (see the module docstring)."""
+class SketchTables(Protocol):
+    """The sketch feature's tables as this backend reads and writes them (``registered_queries``,
+    ``sketch_deltas``, ``sketches``); ``streaming_app.sketches.keyed.KeyedSketchTables`` is the one."""
 
-    def __init__(self, cfg, spark, maintainers=None, on_batch=None):
-        super().__init__(cfg, spark, [m for m in (maintainers or []) if m.name != "sketches"], on_batch)
+    def prepare(self, spark, lake) -> None:
+        """Create the tables and register the config's sketches that are not registered yet."""
+
+    def eager(self, spark, lake) -> dict:
+        """The eager registrations: query name -> registration (``sql``, ``parts``, ``captured``,
+        ``partitions()``, ``part(table)``)."""
+
+    def pinned_partitions(self, regs: dict) -> dict:
+        """query -> its partitions as a checkpoint pin records them (JSON values)."""
+
+    def from_pin(self, pin: dict) -> dict:
+        """The registrations a pin (``pinned_partitions`` under "partitions") records."""
+
+    def load_current(self, spark, lake, regs: dict) -> dict:
+        """query -> {table: fragment ids} as the ``sketches`` table holds them."""
+
+    def write_sketches(self, spark, lake, regs: dict, queries: dict, current: dict, names, versions: dict,
+                       batch_id: int, app_id: str | None) -> None:
+        """The ``sketches`` rows of the queries ``names``: ``current`` their fragments, ``versions``
+        the mirror versions they reflect; with ``app_id`` idempotent on the batch."""
+
+    def write_deltas(self, spark, lake, regs: dict, queries: dict, changes: list, versions: dict,
+                     batch_id: int, app_id: str) -> int:
+        """The ``sketch_deltas`` rows of ``changes`` [(query, global fragment, +1/-1)]; returns their count."""
+
+
+class StatestoreBackend:
+    """The job's sketch operators run in the streaming query (see the module docstring)."""
+
+    name = "statestore"
+
+    def __init__(self, cfg, sketches: SketchTables, finishing: tuple | None = None):
+        self.cfg = cfg
+        self.sketches = sketches
         self.specs: list = []  # (name, sql, {table: RangePartition}, {table: pa.Schema})
-        self.regs: dict = {}  # query -> Registration
+        self.regs: dict = {}  # query -> registration
         self.current: dict | None = None  # query -> {table: set(local fragment ids)}
         self._rows: pa.Table | None = None
         self._plans: dict = {}
         self._events = 0
-        self.gen = None  # the checkpoint generation (setup; streaming_app/statestore/generations.py)
-        self._finishing = None  # (generation, registrations) of a replaced generation's last batch
+        self._sketch_changes: list = []
+        self._operators_ms = 0.0
+        self._keyed_queries: dict | None = None
+        self._reader_rows = False  # False: stream() did not change the setting
+        self.gen = None  # the checkpoint generation (setup; state/statestore/generations.py)
+        # (generation, registrations) of a replaced generation finishing its last batch (_finish)
+        self._finishing = finishing
+
+    def maintainers(self, maintainers: list) -> list:
+        """The keyed operators keep the sketches: the sketch maintainer does not run."""
+        return [m for m in maintainers if m.name != "sketches"]
 
     # -- set-up --------------------------------------------------------------------------------
-    def setup(self) -> None:
-        from streaming_app.sketches.register import register_query
-        from streaming_app.sketches.registry import read_registry
-        from streaming_app.sketches.tables import ensure_tables
-
-        super().setup()
-        spark, lake = self.spark, self.lake
-        ensure_tables(spark, lake)
-        have = read_registry(spark, lake)
-        for s in self.cfg.sketches:
-            if s.name not in have:
-                register_query(spark, self.cfg, s.name, s.sql, s.partitions, s.mode, capture=False,
-                               boundaries=s.boundaries)
+    def setup(self, job) -> None:
+        spark, lake = job.spark, job.lake
+        self.sketches.prepare(spark, lake)
         root = Path(self.cfg.checkpoint_dir)
         if self._finishing is not None:  # a replaced generation finishing its pending batch
             self.gen, self.regs = self._finishing
         else:
             self.gen = generations.current(root)
-            self.regs = {n: r for n, r in read_registry(spark, lake).items() if r.mode == "eager"}
+            self.regs = self.sketches.eager(spark, lake)
         pending = [n for n, r in self.regs.items() if not r.captured]
         if pending:
             raise ConfigError(f"[state] backend = \"statestore\": sketches {pending} have no fragment boundaries yet; "
                               "give them in the config ([[sketches]] boundaries = [...]) or register them on a mirror "
                               "that has data")
         schemas = {t.name.lower(): sink.arrow_schema(t) for t in self.cfg.tables}
-        from operators.keyed.sketch import KeyedQuery
-
         for n, r in sorted(self.regs.items()):
             KeyedQuery(n, r.sql, r.partitions(), schemas)  # refuses unsupported shapes here, on the driver
             self.specs.append((n, r.sql, r.partitions(), schemas))
@@ -155,13 +191,13 @@ class StatestoreJob(IngestJob):
         old = None
         if self._finishing is None and was is not None and generations.differs(was, now):
             old, t0 = self.gen, time.perf_counter()
-            self.gen = self._successor(spark, root, was, now)
+            self.gen = self._successor(job, root, was, now)
         fresh = old is not None or not (self.gen.path / "commits").exists()
         if fresh or was is None:
             generations.write_pin(self.gen.dir, now)
         if fresh:
             latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in self.cfg.tables}
-            self._capture(spark, {**latest, **(self.gen.versions or {})})
+            self._capture(spark, lake, {**latest, **(self.gen.versions or {})})
         if old is not None:  # the capture is complete: the switch commits, the replaced state goes
             generations.commit(root, self.gen)
             generations.remove(root, old)
@@ -170,33 +206,29 @@ class StatestoreJob(IngestJob):
             print(f"[{self.cfg.name}] statestore: {generations.describe(was, now)}; new state generation "
                   f"{self.gen.number} {where}, captured in {time.perf_counter() - t0:.1f} s; generation "
                   f"{old.number}'s checkpoint removed", flush=True)
-        self.checkpoint_location = self.gen.dir
-        self.starting_offsets = self.gen.starting_offsets or self.cfg.kafka.starting_offsets
-        self.writer_id = self.gen.app_id
+        job.checkpoint_location = self.gen.dir
+        job.starting_offsets = self.gen.starting_offsets or self.cfg.kafka.starting_offsets
+        job.writer_id = self.gen.app_id
 
     def _pin(self) -> dict:
         """What the keyed state is built for: the queries (SQL and partitions), the buckets and the
         state variables' layout (an older layout, per-key images and groups, is not read as empty
         state: a changed one starts a new generation)."""
-        from streaming_app.sketches.tables import bounds_to_json
-
         return {"queries": {n: r.sql for n, r in self.regs.items()},
-                "partitions": {n: [[p.table, p.attribute, p.fragments, bounds_to_json(p.boundaries)] for p in r.parts]
-                               for n, r in self.regs.items()},
+                "partitions": self.sketches.pinned_partitions(self.regs),
                 "cdc_buckets": self.cfg.state.cdc_buckets, "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE]}
 
-    def _successor(self, spark, root: Path, was: dict, now: dict):
+    def _successor(self, job, root: Path, was: dict, now: dict):
         """The generation after the current one, continuing where the mirrors stand; a batch the
         current one planned but did not finish is finished first, by it (``_finish``)."""
-        from streaming_app.job import last_batch
-
+        spark = job.spark
         gen = self.gen
         app = generations.writer_id(gen, self.cfg.name)
-        done, versions = last_batch(spark, self.lake, app) if app else (-1, {})
+        done, versions = job.last_batch_of(spark, app) if app else (-1, {})
         pos = generations.position(gen, done)
         if generations.pending(pos):
-            self._finish(spark, gen, was, pos)
-            done, versions = last_batch(spark, self.lake, app)
+            self._finish(job, gen, was, pos)
+            done, versions = job.last_batch_of(spark, app)
             pos = generations.position(gen, done)
             if generations.pending(pos):
                 raise ConfigError(f"[state] backend = \"statestore\": batch {pos.last_planned} of the previous state "
@@ -207,77 +239,66 @@ class StatestoreJob(IngestJob):
             shutil.rmtree(new.path)
         return new
 
-    def _finish(self, spark, gen, was: dict, pos) -> None:
+    def _finish(self, job, gen, was: dict, pos) -> None:
         """Run the replaced generation, with its own queries and state, until its pending batch
         (``pos.last_planned``) is done: Spark re-runs a planned batch first, with the same offsets,
         and its writes skip what already landed (their txn), as on any restart."""
-        from streaming_app.sketches.registry import Part, Registration
-        from streaming_app.sketches.tables import bounds_from_json
-
-        parts = was.get("partitions")
-        if parts is None:  # a pin from before pins named partitions: the registry's, if unchanged
+        if was.get("partitions") is None:  # a pin from before pins named partitions: the registry's, if unchanged
             regs = {n: r for n, r in self.regs.items() if was["queries"].get(n) == r.sql}
             if set(regs) != set(was["queries"]):
                 raise ConfigError(f"[state] backend = \"statestore\": batch {pos.last_planned} did not finish and the "
                                   f"checkpoint does not record the queries it ran with; restart once with the sketches "
                                   f"{sorted(was['queries'])} registered, then change them")
         else:
-            regs = {n: Registration(n, sql, [Part(t, a, int(f), bounds_from_json(b)) for t, a, f, b in parts[n]])
-                    for n, sql in was["queries"].items()}
+            regs = self.sketches.from_pin(was)
         print(f"[{self.cfg.name}] statestore: batch {pos.last_planned} of state generation {gen.number} did not "
               "finish; finishing it with that generation's queries before the new one starts", flush=True)
-        job = StatestoreJob(self.cfg, self.spark, self.maintainers, self.on_batch)
-        job._finishing = (gen, regs)
-        job.trigger_once = True
-        query = job.start()
+        finishing = job.with_backend(StatestoreBackend(self.cfg, self.sketches, finishing=(gen, regs)))
+        finishing.trigger_once = True
+        query = finishing.start()
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(f"streaming query '{self.cfg.name}' failed finishing batch {pos.last_planned}: "
                                f"{query.exception()}")
 
-    def _capture(self, spark, versions: dict) -> None:
+    def _capture(self, spark, lake, versions: dict) -> None:
         """A fresh generation over non-empty mirrors: the keyed operators' initial state from the
         mirrors at ``versions``, built on the executors (``capture``), and the captured sketch of
         the queries the generation adds (the others' ``sketches`` rows hold it already)."""
-        from streaming_app.sketches import outputs
-        from streaming_app.statestore import capture
-
         pin = self.gen.path / capture.FILE
         if not any(v > 0 for v in versions.values()):
             pin.unlink(missing_ok=True)
             return
         queries = self._keyed()
-        rec = capture.run_capture(spark, self.cfg, self.lake, self.specs, versions, checkpoint_dir=self.gen.dir)
+        rec = capture.run_capture(spark, self.cfg, lake, self.specs, versions, checkpoint_dir=self.gen.dir)
         current: dict = {n: {} for n in queries}
         for name, g in rec["sketch"]:
             table, frag = queries[name].split_fragment(g)
             current[name].setdefault(table, set()).add(frag)
         added = queries if self.gen.added is None else [n for n in queries if n in self.gen.added]
-        rows = [_SketchRow(self.regs[n], queries[n], current[n], rec["versions"]) for n in sorted(added)]
-        outputs.write_sketch_rows(spark, self.lake, rows, batch_id=-1, app_id=None)
+        self.sketches.write_sketches(spark, lake, self.regs, queries, current, sorted(added), rec["versions"],
+                                     batch_id=-1, app_id=None)
         print(f"[{self.cfg.name}] statestore capture: {rec['images']:,} last images, {rec['groups']:,} groups, "
               f"{rec['fragments']:,} sketch fragments from the mirrors at versions {rec['versions']} in "
               f"{rec['seconds']['total']} s (executors)", flush=True)
 
-    def _stream(self, kafka_df):
-        cfg = self.cfg
+    # -- the streaming query -------------------------------------------------------------------
+    def stream(self, job, kafka_df):
+        """The Kafka records decoded on the executors and run through the keyed operators."""
+        cfg, spark = self.cfg, job.spark
         rows = kafka_df.select(*KAFKA_COLUMNS).mapInArrow(
             _decoder(cfg, cfg.state.cdc_buckets), P.ROW_SCHEMA)
         init: dict = {}
         rec = self._first_batch_capture()
         if rec is not None:  # Spark loads an initial state in batch 0 only
-            from streaming_app.statestore.capture import initial_states
-
-            init = initial_states(self.spark, rec)
+            init = capture.initial_states(spark, rec)
             # The capture's pages are blobs of up to ~160 KB (SF10's group pages): Spark's parquet
             # reader takes 4,096 rows a batch, ~640 MB of one executor's heap (it died so at SF10).
             # This query run reads them 256 at a time: the query clones the session's settings
-            # when it starts, and start() gives the driver's session its own value back.
-            self._reader_rows = self.spark.conf.get(READER_ROWS, None)
-            self.spark.conf.set(READER_ROWS, str(CAPTURE_READ_ROWS))
-        from streaming_app.statestore.capture import pinned
-
-        pages = (pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
+            # when it starts, and started() gives the driver's session its own value back.
+            self._reader_rows = spark.conf.get(READER_ROWS, None)
+            spark.conf.set(READER_ROWS, str(CAPTURE_READ_ROWS))
+        pages = (capture.pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
         ops = state_operators(self._keyed().values())
         procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init.get("cdc")),
                  (P.GroupProcessor(self.specs), init.get("group")), (P.MuProcessor(), init.get("mu"))]
@@ -290,30 +311,39 @@ class StatestoreJob(IngestJob):
                                                                initialState=state)
         return rows
 
+    def started(self, job) -> None:
+        """The driver's session gets its parquet reader setting back (``stream``)."""
+        if self._reader_rows is not False:
+            if self._reader_rows is None:
+                job.spark.conf.unset(READER_ROWS)
+            else:
+                job.spark.conf.set(READER_ROWS, self._reader_rows)
+            self._reader_rows = False
+
     def _first_batch_capture(self) -> dict | None:
         """The pinned capture while batch 0 has not committed (a re-run of batch 0 loads it again)."""
-        from streaming_app.statestore.capture import pinned
-
         if (self.gen.path / "commits" / "0").exists():
             return None
-        return pinned(self.gen.dir)
+        return capture.pinned(self.gen.dir)
 
     # -- one batch -------------------------------------------------------------------------------
-    def _process_batch(self, batch_df, batch_id: int) -> None:
-        batch_id += self.gen.base  # Spark's batch of this generation -> the job's batch id
-        # The keyed operators run in this one action, also for a batch committed before a
-        # restart: the state store must reach this batch's version either way.
+    def begin_batch(self, job, batch_df, batch_id: int) -> int:
+        """Spark's batch of this generation -> the job's batch id, after the keyed operators ran.
+
+        They run in this one action, also for a batch committed before a restart: the state
+        store must reach this batch's version either way."""
+        batch_id += self.gen.base
         t = time.perf_counter()
         batch_df.sparkSession.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: keyed operators")
         self._rows = batch_df.toArrow()
-        self._operators_ms = _ms(t)
+        self._operators_ms = elapsed_ms(t)
         kill_point("operators", batch_id)
-        try:
-            super()._process_batch(batch_df, batch_id)
-        finally:
-            self._rows = None
+        return batch_id
 
-    def _read(self, batch_df, batch_id: int, steps: dict):
+    def end_batch(self, job) -> None:
+        self._rows = None
+
+    def read(self, job, batch_df, batch_id: int, steps: dict) -> tuple:
         steps["operators"] = self._operators_ms
         rows = self._rows
         kinds = rows.column("kind").to_pylist()
@@ -356,52 +386,42 @@ class StatestoreJob(IngestJob):
                     decoded.schema_changes.append(ch)
         return decoded, offsets, lambda coords: {}
 
-    def _plan(self, spark, table, decoded, before: int):
+    def plan(self, job, spark, table, decoded, before: int):
         p = self._plans.get(table.name)
         return p if p is not None and (p.final or p.truncate or p.rejected) else None
 
-    def _events_in(self, decoded) -> int:
+    def events_in(self, decoded) -> int:
         return self._events
 
-    def _after_maintainers(self, spark, ctx: BatchContext) -> None:
-        from streaming_app.sketches import outputs
-        from streaming_app.sketches.tables import fmt
-
+    def after_maintainers(self, job, spark, ctx) -> None:
+        """The batch's ``sketch_deltas`` and ``sketches`` rows, from the keyed operators' changes."""
         t = time.perf_counter()
+        lake = job.lake
         if self.current is None:
-            self.current = self._load_current(spark)
-        regs = self.regs
+            self.current = self.sketches.load_current(spark, lake, self.regs)
         queries = self._keyed()
-        deltas = []
-        for name, g, change in sorted(self._sketch_changes):
-            q = queries[name]
-            table, frag = q.split_fragment(g)
-            part = regs[name].part(table)
-            p = q.ctx.partitions[table]
-            lo, hi = p.range_of(frag)
-            deltas.append({"query": name, "batch_id": ctx.batch_id, "table_name": part.table, "fragment": int(frag),
-                           "change": change, "lower": fmt(lo), "upper": fmt(hi),
-                           "mirror_version": ctx.mirror_versions.get(part.table)})
+        for name, g, change in sorted(self._sketch_changes):  # a fragment's -1 before its +1
+            table, frag = queries[name].split_fragment(g)
             cur = self.current.setdefault(name, {}).setdefault(table, set())
             (cur.add if change > 0 else cur.discard)(frag)
         # every query whose table changed gets its row (the mirror version moves), as the memory backend
         touched = {n for n, q in queries.items() if any(q.reads(t) for t in ctx.changed_tables)}
         if ctx.batch_id == self.gen.base and self._first_batch_capture() is not None:
             touched = set(queries)  # as the memory backend writes every captured query's row in its first batch
-        deltas.sort(key=lambda d: (d["query"], d["table_name"], -d["change"], d["fragment"]))
         app = f"{ctx.app_id}:sketches"
-        outputs.write_deltas(spark, self.lake, deltas, ctx.batch_id, f"{app}:deltas")
+        n = self.sketches.write_deltas(spark, lake, self.regs, queries, self._sketch_changes, ctx.mirror_versions,
+                                       ctx.batch_id, f"{app}:deltas")
         kill_point("sketch.deltas", ctx.batch_id)
-        rows = [_SketchRow(regs[n], queries[n], self.current.get(n, {}), ctx.mirror_versions) for n in sorted(touched)]
-        outputs.write_sketch_rows(spark, self.lake, rows, ctx.batch_id, f"{app}:sketches")
+        self.sketches.write_sketches(spark, lake, self.regs, queries, self.current, sorted(touched),
+                                     ctx.mirror_versions, ctx.batch_id, f"{app}:sketches")
         kill_point("sketch.merge", ctx.batch_id)
-        ctx.metrics["sketches"] = {"queries": len(regs), "sketch_changes": len(deltas),
+        ctx.metrics["sketches"] = {"queries": len(self.regs), "sketch_changes": n,
                                    "ms": round((time.perf_counter() - t) * 1000, 1), "backend": "statestore",
-                                   "state_operators": self._state_figures()}
+                                   "state_operators": self._state_figures(job)}
 
-    def _state_figures(self) -> dict:
+    def _state_figures(self, job) -> dict:
         """The previous batch's stateOperators of Spark's progress, under our operator names."""
-        q = getattr(self, "query", None)
+        q = job.query
         p = q.lastProgress if q is not None else None
         if not p:
             return {}
@@ -412,52 +432,14 @@ class StatestoreJob(IngestJob):
                                               "commitTimeMs", "allUpdatesTimeMs")}
                 for name, op in zip(state_operators(self._keyed().values()), ops)}
 
-    def start(self, available_now: bool = False):
-        self._reader_rows = False  # False: _stream did not change the setting
-        try:
-            self.query = super().start(available_now)
-        finally:
-            if self._reader_rows is not False:
-                if self._reader_rows is None:
-                    self.spark.conf.unset(READER_ROWS)
-                else:
-                    self.spark.conf.set(READER_ROWS, self._reader_rows)
-        return self.query
-
     def _keyed(self) -> dict:
-        if not hasattr(self, "_keyed_queries"):
-            from operators.keyed.sketch import KeyedQuery
-
+        if self._keyed_queries is None:
             self._keyed_queries = {n: KeyedQuery(n, sql, parts, schemas) for n, sql, parts, schemas in self.specs}
         return self._keyed_queries
 
-    def _load_current(self, spark) -> dict:
-        """query -> {table: fragment ids} as the ``sketches`` table holds them (the last committed batch)."""
-        from streaming_app.sketches.tables import SKETCHES
-
-        out: dict = {}
-        for r in spark.read.format("delta").load(self.lake.output(SKETCHES)).collect():
-            if r["query"] in self.regs:
-                out.setdefault(r["query"], {})[r["table_name"].lower()] = set(r["fragments"] or [])
-        return out
-
 
 class _Coords:
-    """A rejected event's coordinates, as ``job._rejection`` reads them."""
+    """A rejected event's coordinates, as the job's quarantine rows read them (partition, offset)."""
 
     def __init__(self, partition: int, offset: int):
         self.partition, self.offset = partition, offset
-
-
-class _SketchRow:
-    """What ``outputs.write_sketch_rows`` asks of a query: its rows, and a dirty flag it clears."""
-
-    def __init__(self, reg, q, current: dict, versions: dict):
-        self.reg, self.q, self.current, self.dirty = reg, q, current, True
-        self.versions = {t: v for t, v in versions.items() if q.reads(t)}
-
-    def sketch_rows(self, batch_id: int) -> list[dict]:
-        from streaming_app.sketches.outputs import sketch_rows
-
-        return sketch_rows(self.reg, self.q.ctx.partitions, lambda t: sorted(self.current.get(t.lower(), ())),
-                           batch_id, self.versions)
