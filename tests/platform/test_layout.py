@@ -255,7 +255,7 @@ def test_oracle_rule_catches_what_it_should():
 # The dev stack (local servers, CDC and history generators) is a floor below the CLI, whose server
 # commands and demos use it; the job itself never reaches it.
 DEV_STACK = "devstack"
-JOB = ("streaming_app.job", "streaming_app.runner", "streaming_app.statestore.job")
+JOB = ("streaming_app.job", "streaming_app.runner", "state.backends", "state.statestore.backend")
 
 
 def _reach(g: dict, start: str) -> set[str]:

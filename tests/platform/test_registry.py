@@ -86,7 +86,7 @@ def test_executors_fetch_schemas_themselves_and_decode_as_the_driver(registry, s
     """decode = "executors": each Python worker starts with an empty cache and asks the registry."""
     import pyarrow as pa
 
-    from streaming_app.decode_stage import decode_on_executors
+    from connectors.decode_stage import decode_on_executors
 
     value_id = registry.register(f"{TOPIC}.exec-value", avro_envelope())
     recs = []
