@@ -178,6 +178,18 @@ def _upward(g: dict) -> list[str]:
                   if _floor(t) > _floor(m))
 
 
+def test_no_import_runs_up_a_floor():
+    bad = _upward(_graph())
+    assert not bad, "imports that run up a floor:\n" + "\n".join(bad)
+
+
+def test_no_two_folders_import_each_other():
+    g = _graph()
+    pairs = {(m.split(".")[0], t.split(".")[0]) for m, ts in g.items() for t in ts}
+    both = sorted({tuple(sorted(p)) for p in pairs if p[0] != p[1] and p[::-1] in pairs})
+    assert not both, f"folders that import each other both ways: {both}"
+
+
 def test_floor_rule_catches_an_upward_import():
     g = {"core.errors": {"streaming_app.job": 7}, "streaming_app.job": {"core.errors": 1}}
     found = [f"{m} -> {t}" for m, ts in g.items() for t in ts if _floor(t) > _floor(m)]
