@@ -13,11 +13,12 @@ so ``spark_jars()`` keeps only the artifacts pyspark does not have.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
-from core.errors import ConfigError
 from core.config.common import REPO_ROOT, env
+from core.errors import ConfigError
 
 SPARK_JARS_DIR = Path(env("spark_jars", str(REPO_ROOT / "jvm" / "spark" / "jars")))
 KAFKA_LIBS_DIR = Path(env("kafka_libs", str(REPO_ROOT / "jvm" / "kafka" / "libs")))
@@ -32,21 +33,17 @@ CDS_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"  # an unusable ar
 
 _ARTIFACT = re.compile(r"^(?P<artifact>.+?)-(?P<version>\d[^/]*)\.jar$")
 
-
 def artifact_name(jar_file: str) -> str:
     """``jackson-core-2.21.2.jar`` -> ``jackson-core`` (the name without its version)."""
     m = _ARTIFACT.match(jar_file)
     return m.group("artifact") if m else jar_file.removesuffix(".jar")
 
-
 def pyspark_jars_dir() -> Path:
-    import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ConfigError("pyspark is not installed in this environment (run `make setup`)")
     return Path(spec.origin).parent / "jars"
-
 
 def spark_jars() -> list[Path]:
     """The jars to put on ``spark.jars``: our Maven closure minus what pyspark ships."""
@@ -57,7 +54,6 @@ def spark_jars() -> list[Path]:
         )
     shipped = {artifact_name(p.name) for p in pyspark_jars_dir().glob("*.jar")}
     return sorted(p for p in SPARK_JARS_DIR.glob("*.jar") if artifact_name(p.name) not in shipped)
-
 
 def s3a_jars() -> list[Path]:
     """The jars Spark needs to read and write s3a:// paths (hadoop-aws 3.5.0 and the AWS SDK
@@ -70,12 +66,10 @@ def s3a_jars() -> list[Path]:
         )
     return jars
 
-
 def s3a_classpath() -> str:
     """``s3a_jars()`` as one class path (``spark.driver.extraClassPath``, ``spark.executor.extraClassPath``,
     or spark-submit's ``--driver-class-path``)."""
     return ":".join(str(p) for p in s3a_jars())
-
 
 def kafka_classpath() -> str:
     """Classpath of the embedded Kafka broker."""
@@ -85,7 +79,6 @@ def kafka_classpath() -> str:
             "(resolves jvm/kafka/pom.xml from Maven Central once)"
         )
     return str(KAFKA_LIBS_DIR / "*")
-
 
 def connect_classpath() -> str:
     """Classpath of the Kafka Connect worker, the Debezium PostgreSQL connector included.
@@ -104,7 +97,6 @@ def connect_classpath() -> str:
         )
     return str(CONNECT_LIBS_DIR / "*")
 
-
 def s3proxy_classpath() -> str:
     """Classpath of the local S3-API server (S3Proxy)."""
     if not S3PROXY_LIBS_DIR.is_dir() or not any(S3PROXY_LIBS_DIR.glob("s3proxy-*.jar")):
@@ -114,13 +106,11 @@ def s3proxy_classpath() -> str:
         )
     return str(S3PROXY_LIBS_DIR / "*")
 
-
 def archive_options() -> str:
     """Driver JVM options that map the class archive, or '' when there is none."""
     if env("jvm_archive_off") or not ARCHIVE.is_file():
         return ""
     return f"-XX:SharedArchiveFile={ARCHIVE} {CDS_QUIET}"
-
 
 def registry_runner() -> Path:
     """Apicurio Registry's Quarkus runner jar (its lib/ beside it), or a ConfigError naming the fix."""

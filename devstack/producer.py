@@ -20,13 +20,16 @@ import math
 import random
 import re
 import time
-from decimal import ROUND_HALF_UP, Context, Decimal, MAX_EMAX, MAX_PREC, MIN_EMIN
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_HALF_UP, Context, Decimal
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import csv
 
 from core.config import TableConfig
+from core.errors import ConfigError
 
 _EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_DATE = dt.date(1970, 1, 1)
@@ -39,16 +42,13 @@ _TS_NAME = {"adaptive": "io.debezium.time.MicroTimestamp", "adaptive_time_micros
             "microseconds": "io.debezium.time.MicroTimestamp", "connect": "org.apache.kafka.connect.data.Timestamp",
             "nanoseconds": "io.debezium.time.NanoTimestamp", "isostring": "io.debezium.time.IsoTimestamp"}
 
-
 def _modes(table: TableConfig) -> tuple[str, str]:
     return getattr(table, "decimal_mode", "precise"), getattr(table, "time_mode", "adaptive")
-
 
 def _as_decimal(v: Any, scale: int) -> Decimal:
     """The value a numeric(p, scale) column stores for ``v`` (PostgreSQL rounds half away from zero)."""
     d = v if isinstance(v, Decimal) else Decimal(repr(v)) if isinstance(v, float) else Decimal(str(v))
     return d.quantize(Decimal(1).scaleb(-scale), context=_CTX) if d.is_finite() else d
-
 
 def _instant(v: Any) -> dt.datetime:
     if isinstance(v, str):
@@ -56,7 +56,6 @@ def _instant(v: Any) -> dt.datetime:
     if not isinstance(v, dt.datetime):  # a date: its midnight
         v = dt.datetime(v.year, v.month, v.day)
     return v if v.tzinfo else v.replace(tzinfo=dt.timezone.utc)  # wall clock encoded as if UTC
-
 
 def encode_value(v: Any, typ: str, decimal_mode: str = "precise", time_mode: str = "adaptive") -> Any:
     """One column value as Debezium's JSON payload carries it for this type and these modes."""
@@ -94,7 +93,6 @@ def encode_value(v: Any, typ: str, decimal_mode: str = "precise", time_mode: str
         return base64.b64encode(bytes(v)).decode()
     return v
 
-
 def field_schema(column: str, typ: str, optional: bool, decimal_mode: str = "precise",
                  time_mode: str = "adaptive") -> dict:
     """The JsonConverter field schema Debezium's PostgreSQL connector gives this column."""
@@ -117,16 +115,13 @@ def field_schema(column: str, typ: str, optional: bool, decimal_mode: str = "pre
                       "boolean": "boolean", "binary": "bytes"}[typ]}
     return {**f, "optional": optional, "field": column}
 
-
 def _row_fields(table: TableConfig, columns) -> list[dict]:
     dm, tm = _modes(table)
     required = set(table.primary_key) | set(table.not_null)
     return [field_schema(c, table.type_of(c), c not in required, dm, tm) for c in columns]
 
-
 def _source_name(table: TableConfig) -> str:
     return f"{PREFIX}.public.{table.source_table or table.name}"
-
 
 _SOURCE_FIELDS = [
     {"type": "string", "optional": False, "field": "version"},
@@ -147,7 +142,6 @@ _SOURCE_FIELDS = [
     {"type": "int64", "optional": True, "field": "xmin"},
 ]
 
-
 def envelope_schema(table: TableConfig) -> dict:
     name = _source_name(table)
     value = {"type": "struct", "fields": _row_fields(table, table.column_names), "optional": True, "name": f"{name}.Value"}
@@ -165,11 +159,9 @@ def envelope_schema(table: TableConfig) -> dict:
         {"type": "int64", "optional": True, "field": "ts_ns"},
     ], "optional": False, "name": f"{name}.Envelope", "version": 2}
 
-
 def key_schema(table: TableConfig) -> dict:
     return {"type": "struct", "fields": _row_fields(table, table.primary_key), "optional": False,
             "name": f"{_source_name(table)}.Key"}
-
 
 def row_json(table: TableConfig, row: dict | None) -> dict | None:
     if row is None:
@@ -177,10 +169,8 @@ def row_json(table: TableConfig, row: dict | None) -> dict | None:
     dm, tm = _modes(table)
     return {c: encode_value(row.get(c), t, dm, tm) for c, t in table.columns}
 
-
 def _dumps(doc: Any) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
-
 
 def envelope(table: TableConfig, op: str, before: dict | None, after: dict | None,
              ts_ms: int | None = None, with_schema: bool = False) -> bytes:
@@ -193,12 +183,10 @@ def envelope(table: TableConfig, op: str, before: dict | None, after: dict | Non
                "transaction": None, "op": op, "ts_ms": ts_ms, "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 10**6}
     return _dumps({"schema": envelope_schema(table), "payload": payload} if with_schema else payload)
 
-
 def key_of(table: TableConfig, row: dict, with_schema: bool = False) -> bytes:
     dm, tm = _modes(table)
     payload = {k: encode_value(row[k], table.type_of(k), dm, tm) for k in table.primary_key}
     return _dumps({"schema": key_schema(table), "payload": payload} if with_schema else payload)
-
 
 class CdcProducer:
     """A kafka-python producer that sends one Debezium event per call."""
@@ -232,7 +220,6 @@ class CdcProducer:
         self._p.flush()
         self._p.close()
 
-
 def read_edge_list(path: str | Path, src: str, dst: str) -> pa.Table:
     """A whitespace-separated edge list (``u v`` per line, ``#`` comments) as (src, dst)."""
     us, vs = [], []
@@ -242,7 +229,6 @@ def read_edge_list(path: str | Path, src: str, dst: str) -> pa.Table:
             us.append(int(parts[0]))
             vs.append(int(parts[1]))
     return pa.table({src: pa.array(us, pa.int64()), dst: pa.array(vs, pa.int64())})
-
 
 def edge_events(table: TableConfig, src, dst, weight, src_col: str = "src", dst_col: str = "dst"):
     """(op, before, after) per signed edge row: +1 inserts, -1 deletes; other columns null."""
@@ -254,34 +240,27 @@ def edge_events(table: TableConfig, src, dst, weight, src_col: str = "src", dst_
         else:
             yield "d", row, None
 
-
 def read_rows(path: str | Path) -> pa.Table:
     """A CSV or Parquet file as an Arrow table."""
     p = Path(path)
     if p.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
 
         return pq.read_table(p)
     if p.suffix.lower() in (".csv", ".tbl", ".txt"):
-        from pyarrow import csv
 
         opts = csv.ParseOptions(delimiter="|" if p.suffix.lower() == ".tbl" else ",")
         return csv.read_csv(p, parse_options=opts)
-    from core.errors import ConfigError
 
     raise ConfigError(f"{p}: only .csv, .tbl and .parquet files can be loaded")
 
-
 def conform(table: TableConfig, data: pa.Table) -> list[dict]:
     """Rows of ``data`` restricted to the table's declared columns (names must match)."""
-    from core.errors import ConfigError
 
     missing = [c for c in table.column_names if c not in data.column_names]
     if missing:
         raise ConfigError(f"file lacks column(s) {missing} declared for table {table.name!r}; "
                           f"it has {data.column_names}")
     return data.select(table.column_names).to_pylist()
-
 
 class RandomUpdates:
     """A seeded stream of inserts, updates and deletes over one table's live rows."""

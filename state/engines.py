@@ -24,7 +24,10 @@ from typing import Mapping
 import numpy as np
 import pyarrow as pa
 
-from core.errors import StateError
+from core.errors import IvmError, StateError
+from operators.recursive import ReachabilityView, ShortestPathView, ViewDelta
+from operators.recursive.views import ENCODING
+from operators.triangles import TriangleCounter
 from state.protocol import VERSION, WEIGHT, by_version, check_encoding, ordered
 
 
@@ -36,7 +39,6 @@ class TriangleEngine:
 
     def __init__(self, table: str, src: str, dst: str, *, mode: str = "undirected",
                  epsilon: float = 0.5, relation: str | None = None):
-        from operators.triangles import TriangleCounter
 
         self.table, self.src, self.dst, self.relation = table, src, dst, relation
         self.mode, self.epsilon = mode, float(epsilon)
@@ -64,7 +66,6 @@ class TriangleEngine:
         return self.encoding, struct.pack("<q", self.edges) + self.counter.snapshot()
 
     def restore(self, encoding: str, data: bytes) -> None:
-        from operators.triangles import TriangleCounter
 
         check_encoding("triangles", encoding, self.reads)
         data = memoryview(data)
@@ -77,7 +78,6 @@ class TriangleEngine:
         self.counter = counter
         (self.edges,) = struct.unpack("<q", data[:8])
 
-
 class ViewEngine:
     """A recursive view (reachability or shortest paths) behind the engine protocol."""
 
@@ -89,12 +89,10 @@ class ViewEngine:
 
     @property
     def encoding(self) -> str:
-        from operators.recursive.views import ENCODING
 
         return ENCODING
 
     def _fresh(self):
-        from operators.recursive import ReachabilityView, ShortestPathView
 
         return ReachabilityView() if self.kind == "reachability" else ShortestPathView()
 
@@ -112,8 +110,6 @@ class ViewEngine:
         which is right within one commit only); ``now`` expires edges after the last one.
         A commit with bad input (``IvmError``, DATA_BAD_EDGE) leaves the view unchanged and is
         listed in ``self.errors`` as (inserts, deletes, error); the others apply."""
-        from core.errors import IvmError
-        from operators.recursive import ViewDelta
 
         self.errors = []
         delta = deltas.get(self.table)
@@ -142,7 +138,6 @@ class ViewEngine:
         view.restore(bytes(data))  # StateError on another view class, method or parameters
         self.view = view
 
-
 def _compose(deltas: list, keyed: bool, ViewDelta):
     """The net ViewDelta of several consecutive ones (a row's first old value against its last new one)."""
     first: dict = {}  # row/key -> value before the first delta (None = absent)
@@ -169,7 +164,6 @@ def _compose(deltas: list, keyed: bool, ViewDelta):
         else:
             net.added.add(k)
     return net
-
 
 class SketchEngine:
     """An initialised sketch maintainer (one registered query) behind the engine protocol.

@@ -20,6 +20,7 @@ delta-rs (no Spark job); elsewhere, or when delta-rs cannot read it, through Spa
 
 from __future__ import annotations
 
+import json
 import time
 
 import pyarrow as pa
@@ -28,7 +29,6 @@ from connectors import delta_sink as sink
 from core.errors import StateError
 from state.protocol import VERSION
 from state.snapshot_store import SnapshotStore
-
 
 
 class MirrorCursor:
@@ -51,7 +51,6 @@ class MirrorCursor:
                                   version_column=VERSION)
         self.version = new
         return delta
-
 
 class Recovery:
     """Snapshot schedule and start-up of one maintainer's engine.
@@ -135,12 +134,10 @@ class Recovery:
             "bytes": len(data), "ms": round((time.perf_counter() - t0) * 1000, 1), "written": wrote}
         return wrote
 
-
 def restore_newest(store: SnapshotStore, name: str, committed: dict, config: dict, engine):
     """Restore into ``engine`` the newest snapshot of ``name`` that is consistent with the
     ``committed`` mirror versions and was taken under ``config``: (the snapshot, None), or
     (None, why there is none to use). The caller catches up from the snapshot's versions."""
-    import json
 
     try:
         snap = store.latest(name, committed)
@@ -156,12 +153,10 @@ def restore_newest(store: SnapshotStore, name: str, committed: dict, config: dic
         return None, f"the snapshot of batch {snap.batch_id} does not decode: {_first_line(e)}"
     return snap, None
 
-
 def _versions(versions: dict) -> str:
     if len(versions) == 1:
         return f"mirror v{next(iter(versions.values()))}"
     return "mirrors " + ", ".join(f"{t} v{v}" for t, v in sorted(versions.items()))
-
 
 def _first_line(e: Exception) -> str:
     text = str(e).strip().splitlines()

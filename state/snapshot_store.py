@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pds
+from deltalake import ColumnProperties, CommitProperties, Transaction, WriterProperties
 
 from connectors import delta_sink as sink
 from connectors import object_store as store
@@ -43,7 +45,6 @@ SCHEMA = pa.schema([
     ("snapshot_id", pa.string()), ("written_at", pa.timestamp("us", tz="UTC")),
 ])
 _META = ["maintainer", "batch_id", "versions", "encoding", "bytes", "config", "snapshot_id", "written_at"]
-
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -60,11 +61,9 @@ class Snapshot:
     def size(self) -> int:
         return len(self.state)
 
-
 def consistent(versions: dict, at_most: dict) -> bool:
     """Every table the snapshot reflects is committed at least as far as the snapshot."""
     return all(t in at_most and int(v) <= int(at_most[t]) for t, v in versions.items())
-
 
 class SnapshotStore:
     """Snapshots of every maintainer of one lake (``spark`` only for a remote lake)."""
@@ -133,7 +132,6 @@ class SnapshotStore:
     # -- read --------------------------------------------------------------------------------
     def _meta(self, maintainer: str) -> list[dict]:
         if self._local:
-            import pyarrow.dataset as pds
 
             ds = store.rs_table(self.path).to_pyarrow_dataset()
 
@@ -149,7 +147,6 @@ class SnapshotStore:
 
     def _state(self, snapshot_id: str) -> bytes:
         if self._local:
-            import pyarrow.dataset as pds
 
             ds = store.rs_table(self.path).to_pyarrow_dataset()
             col = ds.to_table(columns=["state"], filter=pds.field("snapshot_id") == snapshot_id).column("state")
@@ -218,12 +215,10 @@ class SnapshotStore:
             self.spark.sql(f"DELETE FROM delta.`{self.path}` WHERE snapshot_id IN ({ids})")
         return len(old)
 
-
 def _append_rs(path: str, row: pa.Table, txn_app: str | None, batch_id: int) -> None:
     """``delta_sink.append_small``'s delta-rs write (same txn action), with the state column
     zstd-compressed and without a dictionary: a 48 MB triangle state is 7 MB on disk and
     reads back in about 0.1 s instead of 0.25 s with the default snappy + dictionary."""
-    from deltalake import ColumnProperties, CommitProperties, Transaction, WriterProperties
 
     props = WriterProperties(compression="ZSTD", compression_level=1,
                              column_properties={"state": ColumnProperties(dictionary_enabled=False,
@@ -231,7 +226,6 @@ def _append_rs(path: str, row: pa.Table, txn_app: str | None, batch_id: int) -> 
     txns = [] if txn_app is None else [Transaction(app_id=txn_app, version=batch_id)]
     store.rs_write(path, row, mode="append", writer_properties=props,
                    commit_properties=CommitProperties(app_transactions=txns))
-
 
 def _spark_schema() -> pa.Schema:
     return pa.schema([pa.field(f.name, pa.binary() if f.name == "state" else f.type) for f in SCHEMA])

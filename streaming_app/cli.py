@@ -9,26 +9,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from devstack.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
-from core.errors import ConfigError, IvmError
 from core.config import ENV, REPO_ROOT, env
-from streaming_app.settings import load_config
+from core.errors import ConfigError, IvmError
+from devstack import s3_server
+from devstack.producer import CdcProducer, RandomUpdates, conform, edge_events, read_edge_list, read_rows
+from devstack.registry import RegistryServer
+from devstack.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
+from operators.triangles import workloads as w
+from streaming_app.cluster_cli import add_commands as add_cluster_commands
 from streaming_app.flags import bucket_name, int_in, non_empty, non_negative_number, port, positive_seconds
+from streaming_app.settings import load_config
+from streaming_app.source_cli import add_commands as add_source_commands
 
 DEFAULT_BROKER_DIR = REPO_ROOT / "var" / "kafka"
 DEFAULT_S3_DIR = REPO_ROOT / "var" / "s3"
 DEFAULT_REGISTRY_DIR = REPO_ROOT / "var" / "registry"
 
-
 def _env_help(text: str, key: str) -> str:
     return f"{text} [env {ENV[key]}]"
-
 
 class Parser(argparse.ArgumentParser):
     """argparse that ends a bad command line with the one-line error every other mistake gets
@@ -38,14 +44,10 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise ConfigError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
-
-
-
 def _broker(args):
     from devstack.kafka_broker import EmbeddedBroker
 
     return EmbeddedBroker(Path(args.dir), port=args.port)
-
 
 def cmd_broker(args) -> int:
     b = _broker(args)
@@ -66,9 +68,7 @@ def cmd_broker(args) -> int:
         return 0 if st["running"] else 1
     return 0
 
-
 def cmd_s3(args) -> int:
-    from devstack import s3_server
 
     srv = s3_server.S3Server(Path(args.dir), port=args.port, bucket=args.bucket,
                              access_key=env("aws_access_key_id", s3_server.LOCAL_ACCESS_KEY),
@@ -90,9 +90,7 @@ def cmd_s3(args) -> int:
         return 0 if st["running"] else 1
     return 0
 
-
 def cmd_registry(args) -> int:
-    from devstack.registry import RegistryServer
 
     srv = RegistryServer(Path(args.dir), port=args.port)
     if args.action in ("start", "stop"):
@@ -112,14 +110,12 @@ def cmd_registry(args) -> int:
         return 0 if st["running"] else 1
     return 0
 
-
 def _job_config(args):
     cfg = load_config(args.config)
     return cfg.with_overrides(bootstrap_servers=args.bootstrap_servers, master=args.master,
                               lake_root=args.lake_root, checkpoint_root=args.checkpoint_root,
                               ui_port=getattr(args, "ui_port", None),
                               ui=False if getattr(args, "no_ui", False) else None)
-
 
 def cmd_run(args) -> int:
     from streaming_app.runner import run_job
@@ -131,11 +127,7 @@ def cmd_run(args) -> int:
           f"{t['events']} events applied, {t['quarantined']} quarantined, {t['tombstones']} tombstones")
     return 0
 
-
 def cmd_produce(args) -> int:
-    from tqdm import tqdm
-
-    from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows
 
     cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers)
     table = cfg.table(args.table)
@@ -143,7 +135,6 @@ def cmd_produce(args) -> int:
     # missing or unreadable file would otherwise end in a traceback after the broker timeouts.
     rows = live = edges = None
     if args.file and Path(args.file).suffix.lower() in (".edges", ".el"):
-        from devstack.producer import read_edge_list
 
         _readable(args.file, "--file")
         if len(table.column_names) < 2:
@@ -189,7 +180,6 @@ def cmd_produce(args) -> int:
     print(f"sent {prod.sent} records to {table.topic}")
     return 0
 
-
 def _readable(path: str, flag: str) -> None:
     p = Path(path)
     if not p.is_file():
@@ -199,7 +189,6 @@ def _readable(path: str, flag: str) -> None:
             pass
     except OSError as e:
         raise ConfigError(f"{flag} {path}: cannot be read ({e.strerror})") from None
-
 
 def _read(load, path: str):
     """Read an input file; a file the readers reject (bad CSV, not Parquet) is a one-line error."""
@@ -211,11 +200,8 @@ def _read(load, path: str):
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"{path}: cannot be loaded: {first}") from None
 
-
 def _edge_workload(args, table):
     """Signed edge stream of a triangle workload, as Debezium events on the edge table."""
-    from devstack.producer import edge_events
-    from operators.triangles import workloads as w
 
     if args.edges_workload == "powerlaw":
         src, dst, wt = w.power_law_edges(args.edges, seed=args.seed)
@@ -227,9 +213,7 @@ def _edge_workload(args, table):
     s_col, d_col = table.column_names[:2]
     return list(edge_events(table, src, dst, wt, s_col, d_col))
 
-
 DEMO_DURATION_S = {"builtin": 60.0, "postgres": 180.0, "mariadb": 180.0}  # what the Makefile's demos pass
-
 
 def cmd_demo(args) -> int:
     duration = args.duration or DEMO_DURATION_S[args.source]
@@ -251,7 +235,6 @@ def cmd_demo(args) -> int:
 
     return run_demo(duration_s=duration, port=args.port, broker_dir=Path(args.broker_dir),
                     rate=args.rate, ui=not args.no_ui, ui_port=args.ui_port)
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="ivmstream", description=(
@@ -362,15 +345,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("Kafka Connect REST port for --source postgres or mariadb", "connect_port"))
     d.set_defaults(fn=cmd_demo)
 
-    from streaming_app.cluster_cli import add_commands as add_cluster_commands
     from streaming_app.sketches.cli import add_commands
-    from streaming_app.source_cli import add_commands as add_source_commands
 
     add_commands(sub, common)
     add_source_commands(sub, common)
     add_cluster_commands(sub, common)
     return p
-
 
 def main(argv: list[str] | None = None) -> int:
     try:
@@ -388,7 +368,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
 
-
 def run() -> None:
     """Process entry point (console script and ``python -m streaming_app``).
 
@@ -397,7 +376,6 @@ def run() -> None:
     ("terminate called without an active exception"), turning a successful command into a
     SIGABRT. Spark, if it was started, is stopped first so its JVM goes too.
     """
-    import os
 
     rc = main()
     if "pyspark" in sys.modules:
@@ -411,7 +389,6 @@ def run() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc if isinstance(rc, int) else 0)
-
 
 if __name__ == "__main__":
     run()

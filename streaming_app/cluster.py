@@ -14,6 +14,7 @@ JSON page lists every worker as ALIVE; stop signals a recorded pid only after ch
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,20 +33,16 @@ WORKER_MAIN = "org.apache.spark.deploy.worker.Worker"
 # The daemons themselves are small (they only start executors and hold their registry).
 DAEMON_MEMORY = "256m"
 
-
 class ClusterError(IvmError):
     code = "IVM520"
 
-
 def spark_home() -> Path:
     """The pyspark wheel's folder: it has ``bin/spark-class``, ``bin/spark-submit`` and ``jars/``."""
-    import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ClusterError("pyspark is not installed in this environment (run `make setup`)")
     return Path(spec.origin).parent
-
 
 @dataclass
 class StandaloneCluster:
@@ -220,7 +217,6 @@ class StandaloneCluster:
             "memory_mb": sum(w.get("memory", 0) for w in workers),
             "applications": [a.get("name") for a in (st or {}).get("activeapps", [])],
         }
-
 
 def _alive_workers(state: dict) -> list[dict]:
     return [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]

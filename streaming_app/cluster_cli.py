@@ -14,29 +14,26 @@ import time
 from pathlib import Path
 
 from core.config import ENV, REPO_ROOT, env
-from streaming_app.settings import load_config
+from streaming_app import submit
+from streaming_app.cluster import StandaloneCluster
 from streaming_app.flags import int_in, non_empty, port, positive_seconds
+from streaming_app.settings import load_config
 
 DEFAULT_CLUSTER_DIR = REPO_ROOT / "var" / "spark"
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgt]", re.IGNORECASE)
 
-
 def _env_help(text: str, key: str) -> str:
     return f"{text} [env {ENV[key]}]"
-
 
 def memory(text: str) -> str:
     if not _MEMORY.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"must be an amount such as 512m or 2g, got {text!r}")
     return text.strip().lower()
 
-
 def _cluster(args):
-    from streaming_app.cluster import StandaloneCluster
 
     return StandaloneCluster(Path(args.dir), port=args.port, ui_port=args.ui_port, workers=args.workers,
                              cores=args.cores, memory=args.memory)
-
 
 def cmd_cluster(args) -> int:
     c = _cluster(args)
@@ -58,9 +55,7 @@ def cmd_cluster(args) -> int:
         return 0 if st["running"] else 1
     return 0
 
-
 def cmd_submit(args) -> int:
-    from streaming_app import submit
 
     cfg = load_config(args.config).with_overrides(bootstrap_servers=args.bootstrap_servers, lake_root=args.lake_root,
                                                   checkpoint_root=args.checkpoint_root, ui_port=args.ui_port)
@@ -87,7 +82,6 @@ def cmd_submit(args) -> int:
         return 0
     submit.exec_submit(argv, extra_env)
     return 0  # not reached
-
 
 def add_commands(sub, common) -> None:
     """Register ``cluster`` and ``submit`` on the top-level parser."""

@@ -9,6 +9,7 @@ the quarantine. Prints a line per batch, the Spark UI URL and a summary.
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import shutil
 import subprocess
@@ -21,7 +22,9 @@ from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
 from devstack.kafka_broker import EmbeddedBroker
 from devstack.producer import CdcProducer, RandomUpdates, conform, read_rows
+from streaming_app.preflight import empty_folder, job_folders
 from streaming_app.settings import load_config
+from streaming_app.sketches import query as sq
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 VAR = REPO_ROOT / "var"
@@ -30,7 +33,6 @@ TPCH_TABLES = ("nation", "customer", "orders", "lineitem")
 # num.partitions): Spark reads each topic-partition in a task of its own, and the first batch
 # opens a Kafka consumer per task.
 DEMO_PARTITIONS = 1
-
 
 def tpch_subset(scale: float = 0.01) -> Path:
     """Generate (once) a small TPC-H database as Parquet with the tpchgen-cli package."""
@@ -41,7 +43,6 @@ def tpch_subset(scale: float = 0.01) -> Path:
         subprocess.run([str(exe), "parquet", "-s", str(scale), f"--tables={','.join(TPCH_TABLES)}",
                         f"--output-dir={out}"], check=True, capture_output=True)
     return out
-
 
 class EdgeChanges:
     """Seeded edge inserts, cost updates and deletes over a small vertex set (a graph dense
@@ -75,7 +76,6 @@ class EdgeChanges:
         del self.live[key]
         return "d", before, None
 
-
 class Feed:
     """What the demo sends while the job runs, and when it stops the job. A producer process of
     its own (``_produce``: a Python producer in the job's process would take the interpreter's
@@ -85,7 +85,6 @@ class Feed:
     per-batch hook: records read, step times, when the first batch committed."""
 
     def __init__(self, cfg, bootstrap: str, duration_s: float, rate: float):
-        import multiprocessing
 
         mp = multiprocessing.get_context("spawn")  # no fork of a process with threads (and, later, a JVM)
         self.sent, self.snapshot = mp.Value("q", 0), mp.Value("q", 0)
@@ -174,7 +173,6 @@ class Feed:
         return (f"{len(self.steps)} batches of ~{per / 1000:.1f} s each; the slowest step is "
                 f"{slowest.removeprefix('maintain:')}")
 
-
 def _produce(cfg, bootstrap: str, duration_s: float, rate: float, sent, snapshot, done, halt) -> None:
     """The demo's producer process: the snapshot in a seeded random order, then the changes."""
     prod = CdcProducer(bootstrap)
@@ -190,7 +188,6 @@ def _produce(cfg, bootstrap: str, duration_s: float, rate: float, sent, snapshot
         pass
     finally:
         prod.close()
-
 
 def _send_snapshot(cfg, prod, sent, snapshot, halt) -> dict | None:
     tpch = tpch_subset()
@@ -229,7 +226,6 @@ def _send_snapshot(cfg, prod, sent, snapshot, halt) -> dict | None:
     gens["edges"] = edges
     return gens
 
-
 def _send_changes(cfg, prod, gens: dict, duration_s: float, rate: float, sent, halt) -> None:
     print(f"streaming random changes at {rate:.0f}/s for {duration_s:.0f} s ...", flush=True)
     tables = list(gens)
@@ -250,12 +246,10 @@ def _send_changes(cfg, prod, gens: dict, duration_s: float, rate: float, sent, h
             if delay > 0:
                 halt.wait(delay)
 
-
 def _print_sketches(cfg) -> None:
     """One line per sketch and partitioned table: its fragments and the share of the table's
     rows they hold (what a query reading through the sketch still scans)."""
     from connectors.delta_sink import Lake
-    from streaming_app.sketches import query as sq
 
     lake = Lake(cfg.lake_root)
     for s in cfg.sketches:
@@ -273,7 +267,6 @@ def _print_sketches(cfg) -> None:
                   f"{rec['n_fragments'] + 1} fragments, {inside:,} of {total:,} rows kept "
                   f"({100.0 * inside / total if total else 0:.1f}% of the table; the rest is skipped), "
                   f"as of batch {rec['batch_id']}")
-
 
 def _print_graph_outputs(cfg) -> int:
     """The triangle count and the views against a recount from the edge mirror (networkx);
@@ -315,7 +308,6 @@ def _print_graph_outputs(cfg) -> int:
          "triangle_counts", "reachability", "shortest_paths", "view_stats")))
     return 0 if ok_t and ok_r and ok_p else 1
 
-
 def _cheapest(nx, edges: list[dict]):
     """{(src, dst): cost of the cheapest path of length >= 1} by Dijkstra; None without positive costs."""
     if any(e["cost"] is None or not e["cost"] > 0 for e in edges):
@@ -331,10 +323,8 @@ def _cheapest(nx, edges: list[dict]):
             out[(x, x)] = min(loops)
     return out
 
-
 def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR / "kafka",
              rate: float = 200.0, ui: bool = True, ui_port: int = 4040) -> int:
-    from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=port)
     cfg = load_config(DEMO_DIR / "demo.toml")  # its lake: var/demo/lake, its checkpoint: checkpoints/demo
@@ -342,9 +332,7 @@ def run_demo(duration_s: float = 60.0, port: int = 9092, broker_dir: Path = VAR 
     with job_folders(cfg):  # a second demo stops here, before it wipes anything of the first
         return _run_demo(cfg, broker, duration_s, rate, ui)
 
-
 def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
-    from streaming_app.preflight import empty_folder
     from streaming_app.runner import run_job
 
     launched = time.monotonic()

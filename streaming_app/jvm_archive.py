@@ -20,13 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 import streaming_app.spark_session as session
 from core.config import SparkConfig
 from core.jars import ARCHIVE, CDS_QUIET
 
 
 def _workload(spark, work: Path) -> None:
-    import pyarrow as pa
 
     spark.range(1000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s").toArrow()
     path = str(work / "t")
@@ -42,7 +43,6 @@ def _workload(spark, work: Path) -> None:
     spark.read.format("delta").option("versionAsOf", 0).load(path).where("id < 10").toArrow()
     # the Kafka source's classes, without a broker: resolving the source is enough
     spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "x").load()
-
 
 def main() -> int:
     """Write the archive from one representative session; returns 0 (also when the JVM
@@ -72,7 +72,6 @@ def main() -> int:
     else:
         print("JVM class archive: this JVM wrote none; jobs start without it", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -14,17 +14,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from connectors.connect import connector_properties, rest
 from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
 from devstack.kafka_broker import EmbeddedBroker
+from devstack.kafka_connect import EmbeddedConnect
 from devstack.mariadb_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
+from streaming_app.preflight import empty_folder, job_folders
 from streaming_app.settings import parse_config
 from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 
 VAR = REPO_ROOT / "var"
 DATABASE = "ivmstream_demo"
 PREFIX = "mydemo"
-
 
 def demo_config(port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "",
                 password: str = "") -> "JobConfig":  # noqa: F821
@@ -44,11 +46,8 @@ def demo_config(port: int, bootstrap: str, connect_url: str, ui: bool, run: str 
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "order_lines.order_id:8"}],
     })
 
-
 def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port: int, ui: bool,
                      connect_port: int = 8083, ui_port: int = 4040) -> int:
-    from devstack.kafka_connect import EmbeddedConnect
-    from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
     connect = EmbeddedConnect(VAR / "connect", port=connect_port, bootstrap=broker.bootstrap)
@@ -56,11 +55,8 @@ def run_mariadb_demo(duration_s: float, broker_port: int, broker_dir: Path, port
     with job_folders(demo_config(port, broker.bootstrap, connect.url, ui)):
         return _run_mariadb_demo(duration_s, broker, connect, port, ui, ui_port)
 
-
 def _run_mariadb_demo(duration_s: float, broker, connect, port: int, ui: bool, ui_port: int) -> int:
-    from connectors.connect import connector_properties, rest
     from devstack.mariadb import EmbeddedMariaDb
-    from streaming_app.preflight import empty_folder
 
     db = EmbeddedMariaDb(VAR / "mariadb", port=port)
     started = []

@@ -13,17 +13,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from connectors.connect import connector_properties, rest
 from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
 from devstack.kafka_broker import EmbeddedBroker
+from devstack.kafka_connect import EmbeddedConnect
 from devstack.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches
+from devstack.registry import RegistryServer
+from streaming_app.preflight import empty_folder, job_folders
 from streaming_app.settings import parse_config
 from streaming_app.source_demo import run_with_history, start_services, stop_services, summary
 
 VAR = REPO_ROOT / "var"
 DATABASE = "ivmstream_demo"
 PREFIX = "pgdemo"
-
 
 def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: str = "",
                 password: str = "", registry_url: str | None = None) -> "JobConfig":  # noqa: F821
@@ -44,7 +47,6 @@ def demo_config(pg_port: int, bootstrap: str, connect_url: str, ui: bool, run: s
         "sketches": [{"name": "heavy_orders", "sql": SKETCH_SQL, "partition": "lines.order_id:8"}],
     })
 
-
 def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
     """Drop the previous run's replication slot once its (deleted) connector has let it go."""
     deadline = time.monotonic() + timeout_s
@@ -57,13 +59,9 @@ def _drop_slot(pg, slot: str, timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.5)
 
-
 def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: int, ui: bool,
                 connect_port: int = 8083, ui_port: int = 4040, registry_port: int | None = None) -> int:
     """``registry_port``: the chain in Avro, through a schema registry (ours) on that port."""
-    from devstack.registry import RegistryServer
-    from devstack.kafka_connect import EmbeddedConnect
-    from streaming_app.preflight import job_folders
 
     broker = EmbeddedBroker(broker_dir, port=broker_port)
     connect = EmbeddedConnect(VAR / "connect", port=connect_port, bootstrap=broker.bootstrap)
@@ -72,11 +70,8 @@ def run_pg_demo(duration_s: float, broker_port: int, broker_dir: Path, pg_port: 
     with job_folders(demo_config(pg_port, broker.bootstrap, connect.url, ui)):
         return _run_pg_demo(duration_s, broker, connect, pg_port, ui, ui_port, registry)
 
-
 def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_port: int, registry=None) -> int:
-    from connectors.connect import connector_properties, rest
     from devstack.postgres import EmbeddedPostgres
-    from streaming_app.preflight import empty_folder
 
     pg = EmbeddedPostgres(VAR / "postgres", port=pg_port)
     started = []

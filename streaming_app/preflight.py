@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -27,17 +28,14 @@ from core.errors import ConfigError, IvmError
 LOCK_NAME = ".ivmstream.lock"
 BROKER_RETRY_S = 5.0
 
-
 class InUseError(IvmError):
     """The lake or checkpoint folder is held by another running job or demo."""
 
     code = "IVM120"
 
-
 def local(path) -> bool:
     """A folder of this machine (not ``s3a://...``, ``abfss://...``: those have no flock)."""
     return not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)) or str(path).startswith("file:")
-
 
 def check_writable(path: Path, what: str) -> None:
     """``path`` exists or can be made, and a file can be written in it."""
@@ -52,10 +50,8 @@ def check_writable(path: Path, what: str) -> None:
         raise ConfigError(f"{what} {path} cannot be written ({e.strerror or e}); give a folder this user "
                           "may write") from None
 
-
 def empty_folder(path: Path) -> None:
     """Remove everything in ``path`` but its lock file (a demo starting afresh, lock held)."""
-    import shutil
 
     if not path.is_dir():
         return
@@ -67,9 +63,7 @@ def empty_folder(path: Path) -> None:
         else:
             child.unlink()
 
-
 _held: dict[str, list] = {}  # lock file -> [fd, holders in this process]
-
 
 @contextmanager
 def folder_lock(folder: Path, what: str, owner: str):
@@ -103,7 +97,6 @@ def folder_lock(folder: Path, what: str, owner: str):
             fd = _held.pop(key)[0]
             os.close(fd)  # closing drops the flock
 
-
 @contextmanager
 def job_folders(cfg):
     """The job's lake and checkpoint folders: writable, and held by this process alone (a lake
@@ -117,7 +110,6 @@ def job_folders(cfg):
         stack.enter_context(folder_lock(cfg.lake_root, "lake_root", f"job {cfg.name}"))
         stack.enter_context(folder_lock(cfg.checkpoint_dir, "checkpoint folder", f"job {cfg.name}"))
         yield
-
 
 def wait_for_broker(bootstrap: str, *, give_up_at: float | None = None,
                     say: Callable[[str], None] = print) -> None:
@@ -136,7 +128,6 @@ def wait_for_broker(bootstrap: str, *, give_up_at: float | None = None,
             f"(waited {waited:.0f} s; `ivmstream broker start` starts one, Ctrl-C stops)")
         time.sleep(BROKER_RETRY_S)
         why = unreachable(bootstrap, timeout_s=2.0)
-
 
 def check_topics(cfg) -> None:
     """Every topic the tables read exists on the broker."""

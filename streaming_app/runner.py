@@ -17,7 +17,9 @@ from typing import Callable
 from connectors import object_store
 from core.config import JobConfig
 from state.backends import MemoryBackend, StateBackend
+from streaming_app import preflight
 from streaming_app.job import IngestJob, Maintainer
+from streaming_app.maintainers import maintainers_for
 from streaming_app.spark_session import SessionOptions, build_session
 
 
@@ -26,7 +28,6 @@ class RunResult:
     totals: dict
     seconds: float
     ui_url: str | None
-
 
 def batch_line(row: dict) -> str:
     steps = row.get("step_ms", {})
@@ -46,7 +47,6 @@ def batch_line(row: dict) -> str:
             for q, v in per.items())
     return line
 
-
 def _operator_part(op: dict) -> str:
     """``triangles.social: 24 in, 1 out, 12 ms, state 121``; figures it did not report are left out."""
     parts = [f"{op[k]} {label}" for k, label in (("rows_in", "in"), ("deltas_out", "out")) if op.get(k) is not None]
@@ -54,7 +54,6 @@ def _operator_part(op: dict) -> str:
     if op.get("state_size") is not None:
         parts.append(f"state {op['state_size']}")
     return f"{op['name']}: {', '.join(parts)}"
-
 
 def state_backend(cfg: JobConfig) -> StateBackend:
     """The state backend ``[state] backend`` names, for the job (state.backends)."""
@@ -66,7 +65,6 @@ def state_backend(cfg: JobConfig) -> StateBackend:
         return StatestoreBackend(cfg, KeyedSketchTables(cfg))
     return MemoryBackend()
 
-
 def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: bool = False,
             ui: bool | None = None, maintainers: list[Maintainer] | None = None,
             stop_event: threading.Event | None = None, quiet: bool = False,
@@ -75,7 +73,6 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
     ``available_now``) everything on the topics so far has been processed. Before Spark
     starts: the lake and checkpoint must be writable and free (preflight), the broker must
     answer (a line every few seconds until it does) and the topics must exist."""
-    from streaming_app import preflight
 
     t0 = time.monotonic()
     with preflight.job_folders(cfg):
@@ -87,7 +84,6 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         return _run(cfg, duration_s=left, available_now=available_now, ui=ui, maintainers=maintainers,
                     stop_event=stop_event, quiet=quiet, spark=spark, say=say, observer=observer)
 
-
 def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_event, quiet, spark,
          say, observer) -> RunResult:
     show_ui = cfg.spark.ui if ui is None else ui
@@ -97,7 +93,6 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     if url and not quiet:
         print(f"Spark UI: {url}  (Structured Streaming tab: query '{cfg.name}')", flush=True)
     if maintainers is None:
-        from streaming_app.maintainers import maintainers_for
 
         maintainers = maintainers_for(cfg)
     def on_batch(row: dict) -> None:
@@ -152,7 +147,6 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
-
 
 class BrokerWatch:
     """While the job runs, a line when the broker stops answering and one when it is back

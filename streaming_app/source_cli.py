@@ -16,18 +16,18 @@ import json
 import time
 from pathlib import Path
 
-from core.errors import ConfigError
+from connectors.connect import connector_properties, rest, wait_running
 from core.config import ENV, REPO_ROOT, env
+from core.errors import ConfigError
+from devstack.kafka_connect import EmbeddedConnect
 from streaming_app.settings import load_config
 
 DEFAULT_PG_DIR = REPO_ROOT / "var" / "postgres"
 DEFAULT_CONNECT_DIR = REPO_ROOT / "var" / "connect"
 DEFAULT_MARIADB_DIR = REPO_ROOT / "var" / "mariadb"
 
-
 def _env_help(text: str, key: str) -> str:
     return f"{text} [env {ENV[key]}]"
-
 
 def _port(value: str | None, default: int, key: str) -> int:
     raw = value if value is not None else str(default)
@@ -39,7 +39,6 @@ def _port(value: str | None, default: int, key: str) -> int:
         raise ConfigError(f"{ENV[key]}={raw!r} is not a port number (1..65535)")
     return port
 
-
 def _port_flag(raw: str) -> int:
     try:
         port = int(raw)
@@ -49,11 +48,9 @@ def _port_flag(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"{raw!r} is not a port number (1..65535)")
     return port
 
-
 def _print_status(st: dict) -> int:
     print(json.dumps(st, indent=2))
     return 0 if st["running"] else 1
-
 
 def cmd_postgres(args) -> int:
     from devstack.postgres import EmbeddedPostgres
@@ -73,7 +70,6 @@ def cmd_postgres(args) -> int:
         return _print_status(pg.status())
     return 0
 
-
 def cmd_mariadb(args) -> int:
     from devstack.mariadb import EmbeddedMariaDb
 
@@ -90,20 +86,16 @@ def cmd_mariadb(args) -> int:
         return _print_status(db.status())
     return 0
 
-
 def _bootstrap(args) -> str:
     if args.bootstrap_servers:
         return args.bootstrap_servers
     return f"127.0.0.1:{_port(env('broker_port'), 9092, 'broker_port')}"
 
-
 def cmd_connect(args) -> int:
-    from devstack.kafka_connect import EmbeddedConnect
 
     if args.action == "register":
         return _register(args)
     if args.action == "properties":
-        from connectors.connect import connector_properties
 
         if not args.config:
             raise ConfigError("connect properties needs --config (the job whose [debezium] section and "
@@ -124,9 +116,7 @@ def cmd_connect(args) -> int:
         return _print_status(w.status())
     return 0
 
-
 def _register(args) -> int:
-    from connectors.connect import connector_properties, rest, wait_running
     from connectors.kafka import create_topics
 
     if not args.config:
@@ -153,7 +143,6 @@ def _register(args) -> int:
               "rows only within one partition")
     return 0
 
-
 def _multi_partition(bootstrap: str, topics: list[str]) -> list[tuple[str, int]]:
     from kafka import KafkaConsumer
 
@@ -167,7 +156,6 @@ def _multi_partition(bootstrap: str, topics: list[str]) -> list[tuple[str, int]]
         return out
     finally:
         c.close()
-
 
 def add_commands(sub, common) -> None:
     """Register ``postgres``, ``mariadb`` and ``connect`` on the top-level parser."""

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import deltalake
+
 
 def start_services(services: list) -> list:
     """Start each (name, service) that does not run yet; the ones started, in order."""
@@ -29,16 +31,13 @@ def start_services(services: list) -> list:
             print(f"using the running {name}", flush=True)
     return started
 
-
 def stop_services(started: list) -> None:
     for name, svc in reversed(started):
         svc.stop()
         print(f"stopped the {name} the demo started", flush=True)
 
-
 def markers_applied(cfg) -> bool:
     """Every mirror holds the history's last row (key -1)."""
-    import deltalake
 
     for t in cfg.tables:
         try:
@@ -49,7 +48,6 @@ def markers_applied(cfg) -> bool:
         if -1 not in rows:
             return False
     return True
-
 
 def run_with_history(cfg, work, source: str, what: str, duration_s: float, ui: bool):
     """Run the job while ``work.run()`` plays the history in ``source``; stop it once the job has
@@ -77,13 +75,11 @@ def run_with_history(cfg, work, source: str, what: str, duration_s: float, ui: b
     feeder.join(timeout=30)
     return res
 
-
 def summary(cfg, res, chain: str, source: str, compare: Callable, quarantine_note: str,
             edges: Callable[[], list]) -> int:
     """Print the summary; 0 if every mirror equals its source table and the triangle count its
     recount. ``compare(table, mirror rows) -> (text, mismatches)``; ``edges()``: the source's
     (src, dst) rows."""
-    import deltalake
     import networkx as nx
 
     from streaming_app.demo_run import _print_sketches

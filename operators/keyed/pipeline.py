@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from core.mirror_plan import TablePlan
 from operators.keyed import cdc
 from operators.keyed.sketch import KeyedQuery, group_page, mu_step
+from operators.sketch.delta import Delta
 
 
 @dataclass
@@ -26,7 +29,6 @@ class Stage1Out:
     fragments: dict = field(default_factory=dict)  # query (no stateful operator) -> {fragment: weight}
     joins: dict = field(default_factory=dict)  # query (join) -> [(join key text, side, Delta)]
     topk: dict = field(default_factory=dict)  # query (top-k, no join, no aggregation) -> Delta
-
 
 def stage_cdc(store, events: list, queries: list, table: str | None = None) -> Stage1Out:
     """One bucket's events (of ``table``) -> mirror plan, signed deltas, and each query's
@@ -48,15 +50,12 @@ def stage_cdc(store, events: list, queries: list, table: str | None = None) -> S
             out.fragments[q.name] = r.fragments
     return out
 
-
 GROUP_PAGES = 1 << 16  # pages of groups per query (a multiple of the capture's GROUP_BUCKETS)
-
 
 def stage_group_page(q: KeyedQuery, page_blob, parts: dict) -> tuple:
     """One page of ``q``'s groups ({group key text: group state}, ``imp.group_pages.v2``) and
     this batch's rows of some of them ({text: [Delta]}) -> (new page blob or None when it holds
     no group, the groups' output rows as one Delta or None)."""
-    from operators.sketch.delta import Delta
 
     page = cdc.decode_page(page_blob) if page_blob is not None else {}
     outs = []
@@ -71,10 +70,8 @@ def stage_group_page(q: KeyedQuery, page_blob, parts: dict) -> tuple:
     out = outs[0] if len(outs) == 1 else (Delta.concat(outs, q.space.nbits) if outs else None)
     return (cdc.encode_page(page) if page else None), out
 
-
 def stage_mu(count: int, w: int) -> tuple:
     return mu_step(count, w)
-
 
 class KeyedPipeline:
     """Every keyed stage with dict state: the statestore backend's answers, in one process."""
@@ -170,7 +167,6 @@ class KeyedPipeline:
         """Initial state from ``tables`` ({table: pa.Table of its rows}) the way the Spark
         capture builds it (``operators.keyed.capture``): slices of ``slice_size`` rows, then
         joins, groups and top-k over whole buckets, then μ; the state must be empty before."""
-        import pyarrow as pa
 
         from operators.keyed.capture import ARROW_SCHEMA, merge_groups, merge_joins, merge_topk, slice_rows
 
@@ -224,7 +220,6 @@ class KeyedPipeline:
 
     def sketch(self, name: str) -> set:
         return {f for (n, f) in self.mu if n == name}
-
 
 def _keep(states: dict, key, blob) -> None:
     if blob is None:

@@ -14,8 +14,6 @@ import re
 
 from core.config.sketch_sql import sql_problem
 from core.errors import ConfigError, IvmError, SqlError, UnsafeSketchError, UnsupportedSqlError
-from operators.sketch import RangePartition, SketchMaintainer
-from operators.sketch_safety import check_safety
 
 _CODE = re.compile(r"\[IVM\d{3}\] ")
 
@@ -45,6 +43,8 @@ def check_query(cfg, name: str, sql: str, parts) -> list[str]:
         if attribute not in cfg.table(table).column_names:
             raise ConfigError(f"sketch {name!r}: table {table!r} has no column {attribute!r}")
     pairs = table_attributes(parts)
+    from operators.sketch import RangePartition, SketchMaintainer  # the engine (pandas): only a config with sketches
+
     m = SketchMaintainer.from_sql(sql, {t: RangePartition(a, [0, 1]) for t, a in pairs})
     m.prepare({t.name: t.column_names for t in cfg.tables})
     for t, _ in pairs:
@@ -72,6 +72,8 @@ def check_partition(sql: str, schema: dict, table: str, attr: str, nullable: dic
     if table.lower() not in schema:
         raise ConfigError(f"--partition {table}.{attr}: the query does not read {table!r}")
     try:
+        from operators.sketch_safety import check_safety  # z3: only when a partition is checked
+
         r = check_safety(sql, table, attr, schema=schema, stats=stats or {}, nullable=nullable or {})
     except UnsupportedSqlError as e:  # not proven safe is not safe
         raise UnsafeSketchError(f"refused --partition {table}.{attr}: the safety check cannot analyse "
@@ -104,6 +106,7 @@ def check_sketch_sql(cfg, name: str, sql: str, partitions=(), *, where: str | No
     one SELECT (``sql_problem``), the sketch engine's front end planned against the declared
     tables (unsupported SQL, unknown tables and columns), then, per partitioned table, the
     safety check for any future data. With no ``partitions`` only the first two run."""
+    from operators.sketch import SketchMaintainer  # the engine (pandas): only a config with sketches
 
     where = where or f"sketch {name!r}"
     why = sql_problem(sql)

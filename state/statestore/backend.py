@@ -49,6 +49,7 @@ from connectors.decode_stage import KAFKA_COLUMNS, offset_ranges
 from core.errors import ConfigError
 from core.faults import kill_point
 from core.mirror_plan import TablePlan
+from operators.keyed.cdc import bucket_of
 from operators.keyed.sketch import KeyedQuery
 from state.backends import elapsed_ms
 from state.statestore import capture, generations
@@ -56,7 +57,6 @@ from state.statestore import processors as P
 
 CAPTURE_READ_ROWS = 256  # parquet rows per reader batch while batch 0 loads a capture
 READER_ROWS = "spark.sql.parquet.columnarReaderBatchSize"
-
 
 def state_operators(queries) -> tuple:
     """The keyed operators in the plan for these ``KeyedQuery``s as the query's progress lists its
@@ -70,10 +70,8 @@ def state_operators(queries) -> tuple:
         ops.append("sketch.join")
     return tuple(ops + ["cdc.last_image"])
 
-
 def _decoder(cfg, buckets: int):
     """mapInArrow: Kafka records -> rows keyed for the CdcProcessor, and pass-through rows."""
-    from operators.keyed.cdc import bucket_of
 
     def decode(batches):
         for rb in batches:
@@ -111,7 +109,6 @@ def _decoder(cfg, buckets: int):
 
     return decode
 
-
 class SketchTables(Protocol):
     """The sketch feature's tables as this backend reads and writes them (``registered_queries``,
     ``sketch_deltas``, ``sketches``); ``streaming_app.sketches.keyed.KeyedSketchTables`` is the one."""
@@ -140,7 +137,6 @@ class SketchTables(Protocol):
     def write_deltas(self, spark, lake, regs: dict, queries: dict, changes: list, versions: dict,
                      batch_id: int, app_id: str) -> int:
         """The ``sketch_deltas`` rows of ``changes`` [(query, global fragment, +1/-1)]; returns their count."""
-
 
 class StatestoreBackend:
     """The job's sketch operators run in the streaming query (see the module docstring)."""
@@ -436,7 +432,6 @@ class StatestoreBackend:
         if self._keyed_queries is None:
             self._keyed_queries = {n: KeyedQuery(n, sql, parts, schemas) for n, sql, parts, schemas in self.specs}
         return self._keyed_queries
-
 
 class _Coords:
     """A rejected event's coordinates, as the job's quarantine rows read them (partition, offset)."""

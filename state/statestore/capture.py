@@ -31,6 +31,12 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core.errors import InvariantError
+from operators.keyed import capture as C
 from operators.keyed.capture import CAPTURE_SCHEMA
 from operators.keyed.cdc import MIN_PAGES, pages_for
 from operators.keyed.pipeline import GROUP_PAGES
@@ -40,12 +46,10 @@ FILE = "ivmstream_capture.json"
 # off-heap, and at SF10 one query-bucket's group pages are ~160 MB (1,024 pages of ~156 KB).
 BATCH_BYTES = 16 << 20
 
-
 def pinned(checkpoint_dir) -> dict | None:
     """The capture a checkpoint started from ({"versions", "dir", ...}), or None."""
     p = Path(checkpoint_dir) / FILE
     return json.loads(p.read_text()) if p.exists() else None
-
 
 def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=None) -> dict:
     """Build the initial state of the keyed operators (joins and top-k included) from the mirrors
@@ -113,7 +117,6 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     mu = spark.read.parquet(str(out / "mu"))
     sketch = [(r["k1"][2:], int(r["k2"]), int(r["w"])) for r in mu.select("k1", "k2", "w").collect()]
     if any(w < 0 for _, _, w in sketch):
-        from core.errors import InvariantError
 
         raise InvariantError("capture: a fragment count below zero")
     record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "stages": stages, "pages": pages,
@@ -125,7 +128,6 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     sc.setJobDescription(None)
     (ckpt / FILE).write_text(json.dumps(record, indent=1))
     return record
-
 
 def initial_states(spark, record: dict) -> dict:
     """Operator -> its initial state as GroupedData keyed (k1, k2) like the operator's input:
@@ -144,17 +146,14 @@ def initial_states(spark, record: dict) -> dict:
         frames["topk"] = spark.read.parquet(str(out / "topk")).filter(F.col("k1").startswith("k:"))
     return {op: df.groupBy("k1", "k2") for op, df in frames.items()}
 
-
 def _merge(df, stage: str, specs: list, out: Path) -> None:
     """Stage ``stage`` (joins, groups, topk) of ``operators.keyed.capture`` over ``df``: shuffled
     by (k1, k2) and sorted, so that each call sees whole keys; written to ``out / stage``."""
     (df.repartition("k1", "k2").sortWithinPartitions("k1", "k2")
      .mapInArrow(_runs(stage, specs, GROUP_PAGES), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / stage)))
 
-
 def _slices(table: str, primary_key: list, specs: list, buckets: int, group_pages: int):
     def fn(batches):
-        import pyarrow as pa
 
         from operators.keyed.capture import slice_rows
         from state.statestore.processors import Queries
@@ -167,16 +166,13 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
 
     return fn
 
-
 def _runs(stage: str, specs: list, group_pages: int):
     """A merge stage over a partition sorted by (k1, k2): whole runs of one (k1, k2) per call,
     the last run of each Arrow batch carried into the next (a run may straddle batches; a
     top-k's run is all of its query's rows)."""
 
     def fn(batches):
-        import pyarrow as pa
 
-        from operators.keyed import capture as C
         from state.statestore.processors import Queries
 
         queries = Queries(specs).all()
@@ -205,12 +201,9 @@ def _runs(stage: str, specs: list, group_pages: int):
 
     return fn
 
-
 def bounded_batches(table, max_bytes: int = BATCH_BYTES):
     """``table`` (CAPTURE_SCHEMA) as record batches of about ``max_bytes`` at most, cut by the
     sizes of its blobs (column ``a``); a single row larger than that is a batch of its own."""
-    import numpy as np
-    import pyarrow.compute as pc
 
     if table.nbytes <= max_bytes:
         yield from table.to_batches()

@@ -21,9 +21,12 @@ join / a top-k (the checkpoint pins the queries, so the plan stays the same for 
 from __future__ import annotations
 
 import pickle
+from collections import defaultdict
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
+
+from operators.keyed.cdc import MIN_PAGES, PagedStore, page_from_parts
 
 ROW_SCHEMA = "k1 string, k2 string, kind string, w long, a binary"
 PASS = "~"  # k1 of rows that only pass through to foreachBatch
@@ -35,7 +38,6 @@ REJECTED, SLICE, SCHEMA = "x", "o", "c"  # a Rejected; a decode slice's counts a
 GROUP_ROWS, FRAGMENT, SKETCH = "g", "f", "s"  # stage 2 input; μ input; a sketch change (+1/-1)
 JOIN_ROWS, TOPK_ROWS = "j", "k"  # a join side's rows of one join key (w: side 0/1); a top-k's input rows
 
-
 def _group_row(name: str, gkey: str, d):
     """A group's rows for the group stage: keyed by the query and the group's page."""
     from operators.keyed.pipeline import GROUP_PAGES, group_page
@@ -43,7 +45,6 @@ def _group_row(name: str, gkey: str, d):
 
     return Row(k1=f"g:{name}", k2=str(group_page(gkey, GROUP_PAGES)), kind=GROUP_ROWS, w=0,
                a=dumps((gkey, encode_delta(d))))
-
 
 def _routed(name: str, r):
     """A stage's output (``KeyedQuery.route``) as rows keyed for the next stateful operator."""
@@ -56,19 +57,15 @@ def _routed(name: str, r):
     for f, x in r.fragments.items():
         yield Row(k1=f"f:{name}", k2=str(f), kind=FRAGMENT, w=int(x), a=None)
 
-
 CDC_STATE, GROUP_STATE, MU_STATE = "cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"
 JOIN_STATE, TOPK_STATE = "sketch_join_v1", "topk_ordered_v2"
-
 
 def dumps(x) -> bytes:
     return pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
 
-
 def _passthrough(rows):
     for r in rows:
         yield Row(k1=r.k1, k2=r.k2, kind=r.kind, w=r.w, a=r.a)
-
 
 class Queries:
     """The registered queries, planned once per Python worker (``KeyedQuery``)."""
@@ -83,7 +80,6 @@ class Queries:
 
             self._planned = {n: KeyedQuery(n, sql, parts, schemas) for n, sql, parts, schemas in self.specs}
         return self._planned
-
 
 class _MapPages:
     """The page map of ``operators.keyed.cdc.PagedStore`` over a MapState: page id -> page blob."""
@@ -105,7 +101,6 @@ class _MapPages:
         for (pid,), (blob,) in self.state.iterator():
             yield pid, blob
 
-
 class CdcProcessor(StatefulProcessor):
     """Key (table, bucket): last image per primary key, in pages -> mirror images, signed deltas,
     annotated rows. ``pages``: table -> pages per bucket (the capture's choice, pinned in the
@@ -120,7 +115,6 @@ class CdcProcessor(StatefulProcessor):
 
     def handleInitialState(self, key, initialState, timerValues) -> None:
         """Capture at registration (batch 0 of a checkpoint only): one page of last images."""
-        from operators.keyed.cdc import page_from_parts
 
         self.images.updateValue((int(initialState.page),), (page_from_parts(initialState.parts),))
 
@@ -132,7 +126,6 @@ class CdcProcessor(StatefulProcessor):
         if table.startswith(PASS):
             yield from _passthrough(rows)
             return
-        from operators.keyed.cdc import MIN_PAGES, PagedStore
 
         events = [pickle.loads(r.a) for r in rows]
         store = PagedStore(_MapPages(self.images), self.buckets, self.pages.get(table, MIN_PAGES))
@@ -160,7 +153,6 @@ class CdcProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-
 class GroupProcessor(StatefulProcessor):
     """Key (query, page of groups): ``imp.group_pages.v2`` ({group key text: ``imp.group.v1``})
     -> the groups' output rows for the top-k, or their fragment weights for μ. A page, not a
@@ -177,7 +169,6 @@ class GroupProcessor(StatefulProcessor):
         self.page.update((initialState.a,))
 
     def handleInputRows(self, key, rows, timerValues):
-        from collections import defaultdict
 
         from operators.keyed.pipeline import stage_group_page
         from operators.keyed.sketch import decode_delta
@@ -202,7 +193,6 @@ class GroupProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
 
 class JoinProcessor(StatefulProcessor):
     """Key (query, join key): ``sketch.join.v1`` (both sides' rows of that key) -> the join's
@@ -241,7 +231,6 @@ class JoinProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-
 class TopKProcessor(StatefulProcessor):
     """Key (query, ""): ``topk.ordered.v2`` (every input row in order, the emitted k) -> the
     top-k's changes as fragment weights for μ."""
@@ -275,7 +264,6 @@ class TopKProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
-
 
 class MuProcessor(StatefulProcessor):
     """Key (query, global fragment): ``mu.fragment.v1`` -> +1/-1 when the fragment enters/leaves the sketch."""

@@ -129,6 +129,11 @@ def test_broker_stop_signals_only_our_broker(tmp_path):
     mimic = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka",
                               str(b.config_file)])
     try:
+        from devstack.process import cmdline
+
+        deadline = time.monotonic() + 10  # a loaded machine: the child may not have exec'd yet
+        while "kafka.Kafka" not in cmdline(mimic.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         b.pid_file.write_text(str(mimic.pid))
         assert b.pid() == mimic.pid and b.check_pid_file() is None
         elsewhere = EmbeddedBroker(tmp_path / "elsewhere")  # another folder's pid file naming it

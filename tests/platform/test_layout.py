@@ -8,6 +8,7 @@ the job never reaches the dev stack.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -215,6 +216,60 @@ def test_every_import_of_ours_resolves():
                     if a.name.split(".")[0] in PRODUCT:
                         importlib.import_module(a.name)
     assert not bad, "\n".join(bad)
+
+
+# Imported where used, not at the top: starting them costs a JVM, a database or Kafka client,
+# pandas or z3, which a CLI command that fails on its flags, or a job without that feature,
+# never needs. Everything else is imported at the top of the module.
+HEAVY = ("pyspark", "delta", "duckdb", "kafka", "psycopg", "pymysql", "z3", "dd", "matplotlib", "networkx",
+         "fastavro", "pandas", "tpchgen")
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def _owner(name: str) -> str | None:
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name if name in MODULES else None
+
+
+@functools.cache
+def _heavy(module: str, _inside: frozenset = frozenset()) -> bool:
+    """The module imports a HEAVY package when it is imported (itself or through ours; a
+    package and its modules may name each other, so a module already being looked at is skipped)."""
+    for name in _top_level_imports(MODULES[module]):
+        if name.split(".")[0] in HEAVY:
+            return True
+        own = _owner(name)
+        if own and own != module and own not in _inside and _heavy(own, _inside | {module}):
+            return True
+    return False
+
+
+def test_imports_are_at_the_top_but_heavy_ones():
+    bad = []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            tries = {id(n) for t in ast.walk(fn) if isinstance(t, ast.Try) for n in ast.walk(t)}
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in tries:
+                    continue  # an optional import, tried
+                name = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                if name.split(".")[0] in HEAVY or (_owner(name) and _heavy(_owner(name))):
+                    continue
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+    assert not bad, "imports inside functions that belong at the top:\n" + "\n".join(bad)
 
 
 def test_no_import_cycles():
