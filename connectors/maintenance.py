@@ -37,6 +37,7 @@ from typing import Callable
 from connectors import delta_sink as sink
 from connectors import object_store as store
 from core.config import MaintenanceConfig
+from core.faults import kill_point
 
 MB = 1 << 20
 
@@ -66,6 +67,7 @@ class Maintenance:
         self.say = say
         self.root = str(root) if root is not None else None
         self._turn = 0
+        self._batch = -1
         self._checkpointed: dict[str, int] = {}  # table -> version of the last checkpoint we know of
 
     def tables(self) -> list[str]:
@@ -80,10 +82,11 @@ class Maintenance:
             return []
         path = tables[self._turn % len(tables)]
         self._turn += 1
-        return self.maintain(path)
+        return self.maintain(path, batch_id)
 
-    def maintain(self, path: str) -> list[Action]:
-        """Every due action on the table at ``path``."""
+    def maintain(self, path: str, batch_id: int = -1) -> list[Action]:
+        """Every due action on the table at ``path`` (``batch_id``: the kill points' batch)."""
+        self._batch = batch_id
         try:
             if sink.rs_writes(path) and not sink.has_deletion_vectors(path):
                 actions = self._maintain_rs(path)
@@ -107,12 +110,14 @@ class Maintenance:
         small = sum(1 for s in sizes if s < target // 2)
         if small >= self.cfg.compact_min_files:
             t = time.perf_counter()
+            kill_point("maintenance.compact", self._batch)
             m = table.optimize.compact(target_size=target)
             out.append(Action(_name(path), "compact", _ms(t), f"{m.get('numFilesRemoved', 0)} files into "
                                                                f"{m.get('numFilesAdded', 0)}"))
             table = store.rs_table(path)
         t = time.perf_counter()
         hours = self.retention_hours(path, table)
+        kill_point("maintenance.vacuum", self._batch)
         gone = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False)
         cdf = self._remove_change_data(path, hours)
         if gone or cdf:
@@ -124,6 +129,7 @@ class Maintenance:
             last = self._checkpointed[path] = _last_checkpoint(path)
         if version - last >= self.cfg.checkpoint_every:
             t = time.perf_counter()
+            kill_point("maintenance.checkpoint", self._batch)
             table.create_checkpoint()
             table.cleanup_metadata()
             self._checkpointed[path] = version

@@ -33,10 +33,12 @@ from connectors import delta_sink as sink
 from connectors import object_store
 from connectors.debezium import DecodedBatch, Rejected, quarantine_text
 from connectors.decode_stage import KAFKA_COLUMNS
+from connectors.maintenance import Maintenance
 from core.config import JobConfig
 from core.errors import ConfigError
 from core.faults import kill_point
 from state.backends import MemoryBackend, StateBackend
+from state.snapshot_store import SnapshotStore
 
 QUARANTINE_DDL = ("job STRING, batch_id BIGINT, topic STRING, `partition` INT, `offset` BIGINT, "
                   "key STRING, value STRING, error_code STRING, reason STRING, quarantined_at TIMESTAMP")
@@ -128,6 +130,9 @@ class IngestJob:
             object_store.apply_to_spark(spark, cfg.s3)
         self.lake = sink.Lake(cfg.lake_root)
         self.maintainers = self.backend.maintainers(list(maintainers or []))
+        # compaction, VACUUM and log checkpoints of the tables the job writes, one table a turn
+        self.maintenance = Maintenance(cfg.maintenance, spark, needed=self._needed_version,
+                                       say=lambda line: print(line, flush=True), root=str(self.lake.root))
         self.on_batch = on_batch
         self.app_id: str | None = None
         self._app_ready = threading.Event()
@@ -161,6 +166,14 @@ class IngestJob:
         for m in self.maintainers:
             m.setup(spark, self)
         self.backend.setup(self)
+
+    def _needed_version(self, path: str) -> int | None:
+        """The oldest version of the mirror at ``path`` that a restart may read the change feed
+        from (a kept state snapshot reflects it); None for any other table."""
+        for t in self.cfg.tables:
+            if str(self.lake.mirror(t.name)) == str(path):
+                return SnapshotStore(self.lake.root, self.spark).oldest_versions().get(t.name)
+        return None
 
     def with_backend(self, backend: StateBackend) -> "IngestJob":
         """A job like this one (config, session, maintainers, batch callback) over ``backend``."""
@@ -312,6 +325,9 @@ class IngestJob:
         sink.append_small(spark, self.lake.output("batches"), _batches_frame(row), ctx.app_id, batch_id)
         steps["batch_record"] = _ms(t)
         kill_point("batch_record", batch_id)
+        t = time.perf_counter()
+        if self.maintenance.after_batch(batch_id):  # the batch is committed: the next one waits for this
+            steps["maintenance"] = _ms(t)
 
         self.versions = ctx.mirror_versions
         self.last_done = batch_id
