@@ -263,15 +263,25 @@ def conform(table: TableConfig, data: pa.Table) -> list[dict]:
     return data.select(table.column_names).to_pylist()
 
 class RandomUpdates:
-    """A seeded stream of inserts, updates and deletes over one table's live rows."""
+    """A seeded stream of inserts, updates and deletes over one table's live rows.
+
+    Updates and deletes pick their key uniformly among the live keys (each with probability
+    1/live, in O(1): the keys are kept in a list with their positions, a delete moves the last
+    key into the gap). ``zipf``: a skew instead, for a bench that wants a hot spot: the key at
+    position i of that list is picked with weight ~ 1/(i+1)^zipf (a Pareto draw of the rank)."""
 
     def __init__(self, table: TableConfig, seed: int = 0, live: list[dict] | None = None,
-                 mix: tuple[float, float, float] = (0.5, 0.3, 0.2), domain: int = 1000):
+                 mix: tuple[float, float, float] = (0.5, 0.3, 0.2), domain: int = 1000, zipf: float | None = None):
         self.table = table
         self.rng = random.Random(seed)
         self.live: dict[tuple, dict] = {tuple(r[k] for k in table.primary_key): r for r in (live or [])}
+        self._keys: list[tuple] = list(self.live)
+        self._pos: dict[tuple, int] = {k: i for i, k in enumerate(self._keys)}
         self.mix = mix
         self.domain = domain
+        if zipf is not None and not zipf > 0:
+            raise ValueError(f"zipf must be > 0, got {zipf!r}")
+        self.zipf = zipf
         self._next_id = 1 + max((k[0] for k in self.live if isinstance(k[0], int)), default=0)
 
     def _value(self, column: str, typ: str) -> Any:
@@ -313,9 +323,13 @@ class RandomUpdates:
         x = self.rng.random()
         if not self.live or x < p_ins:
             row = self._new_row()
-            self.live[tuple(row[k] for k in self.table.primary_key)] = row
+            key = tuple(row[k] for k in self.table.primary_key)
+            if key not in self.live:
+                self._pos[key] = len(self._keys)
+                self._keys.append(key)
+            self.live[key] = row
             return "c", None, row
-        key = self.rng.choice(list(self.live)) if len(self.live) < 5000 else self._sample_key()
+        key = self._sample_key()
         before = self.live[key]
         if x < p_ins + p_upd:
             after = dict(before)
@@ -326,11 +340,18 @@ class RandomUpdates:
             self.live[key] = after
             return "u", before, after
         del self.live[key]
+        self._drop(key)
         return "d", before, None
 
     def _sample_key(self) -> tuple:
-        # Sampling from a dict without building a list each time: random probe of its keys.
-        it = iter(self.live)
-        for _ in range(self.rng.randrange(min(len(self.live), 64))):
-            next(it)
-        return next(it)
+        n = len(self._keys)
+        if self.zipf is None:
+            return self._keys[self.rng.randrange(n)]
+        return self._keys[min(n, int(self.rng.paretovariate(self.zipf))) - 1]
+
+    def _drop(self, key: tuple) -> None:
+        i = self._pos.pop(key)
+        last = self._keys.pop()
+        if last != key:
+            self._keys[i] = last
+            self._pos[last] = i
