@@ -36,6 +36,20 @@ def test_the_engines_block_runs():
     assert "a→b ∧ b→c" in out
 
 
+def test_the_maintenance_block_is_the_defaults():
+    """"Running for days" shows ``[maintenance]`` with its defaults: the block parses and says
+    what the job does when the section is left out."""
+    import tomllib
+
+    from core.config import MaintenanceConfig, parse_schema
+
+    text = (REPO / "README.md").read_text()
+    part = text[text.index("## Running for days"):text.index("## A lake on an object store")]
+    (block,) = re.findall(r"```toml\n(.*?)```", part, re.S)
+    table = {"name": "t", "topic": "t", "primary_key": "id", "columns": {"id": "long"}}
+    assert parse_schema({**tomllib.loads(block), "tables": [table]}).maintenance == MaintenanceConfig()
+
+
 def test_every_ivmstream_command_of_a_bash_block_parses():
     """The ``ivmstream ...`` lines of the README's bash blocks are commands the CLI takes as
     written (flags, choices, values); what each does is tested where it runs."""
