@@ -228,12 +228,9 @@ def cmd_show(args) -> int:
         if rec is None:
             continue
         inside, total = sq.coverage(lake, rec, part)
-        runs, has_null = sq.merged_runs(part, rec["fragments"])
         tables.append({
             "table": rec["table_name"], "attribute": rec["attribute"],
-            "fragments": f"{len(rec['fragments'])} of {rec['n_fragments'] + 1}",
-            "ranges": [[lo if lo is None else str(lo), hi if hi is None else str(hi)] for lo, hi in runs]
-            + ([["NULL", "NULL"]] if has_null else []),
+            **fragments_shown(part.partition(), rec["fragments"]),
             "rows_covered": f"{inside} of {total} ({(100.0 * inside / total) if total else 0:.1f}%)",
             "mirror_version": rec["mirror_version"], "batch_id": rec["batch_id"],
         })
@@ -247,10 +244,36 @@ def cmd_show(args) -> int:
     print(f"{'query':>16}: {reg.name} ({reg.mode})")
     for t in tables:
         for k, v in t.items():
+            if k == "ranges":
+                v = ", ".join(range_text(r) for r in v) + "  (lower bound included, upper excluded)"
+            elif k == "null_fragment":
+                v = "in the sketch (rows whose value is NULL)" if v else "not in the sketch"
+            elif k == "fragments":
+                v = f"{v} value ranges in the sketch"
             print(f"{k:>16}: {v}")
     print(f"{'mirror_versions':>16}: {info['mirror_versions']}")
     print(f"{'staleness':>16}: {sq.staleness_line(st)}")
     return 0
+
+def fragments_shown(partition, fragments) -> dict:
+    """A sketch's fragments as ``show`` reports them: how many of the partition's value ranges
+    it holds (the NULL fragment counted apart, so ``--fragments 512`` reads "n of 512"), whether
+    it holds NULL, and its merged ranges with bounds in the column's type (a long stays a
+    number), ``ge`` included and ``lt`` excluded, a missing bound open."""
+    runs, has_null = sq.partition_runs(partition, fragments)
+    return {"fragments": f"{len(set(fragments)) - has_null} of {partition.n_fragments}",
+            "null_fragment": has_null,
+            "ranges": [{k: v for k, v in (("ge", lo), ("lt", hi)) if v is not None} for lo, hi in runs]}
+
+def range_text(r: dict) -> str:
+    """``[lo, hi)`` with typed values (``repr`` quotes a string bound, not a number); an open end
+    is -inf / +inf."""
+    lo = "(-inf" if "ge" not in r else f"[{bound_text(r['ge'])}"
+    hi = "+inf)" if "lt" not in r else f"{bound_text(r['lt'])})"
+    return f"{lo}, {hi}"
+
+def bound_text(v) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
 
 @_holding_lake
 def cmd_filter(args) -> int:

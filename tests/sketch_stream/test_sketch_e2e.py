@@ -213,7 +213,13 @@ def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_pa
     assert res.returncode == 0, res.stderr
     shown = json.loads(res.stdout)
     rich = spark.read.format("delta").load(str(cfg.lake_root / "sketches")).where("query = 'rich_nations'").first()
-    assert shown["tables"][0]["fragments"] == f"{len(rich.fragments)} of {rich.n_fragments + 1}"
+    # value ranges counted apart from the NULL fragment; bounds typed as the column, upper exclusive
+    null_in = rich.n_fragments in rich.fragments
+    assert shown["tables"][0]["fragments"] == f"{len(rich.fragments) - null_in} of {rich.n_fragments}"
+    assert shown["tables"][0]["null_fragment"] == null_in
+    ranges = shown["tables"][0]["ranges"]
+    assert ranges and all(set(r) <= {"ge", "lt"} for r in ranges)
+    assert all(type(v) is int for r in ranges for v in r.values()), ranges  # c_custkey is a long
     assert shown["tables"][0]["mirror_version"] == rich.mirror_version
     # the job drained every record, so the eager sketch reflects every mirror's latest version
     assert shown["staleness"]["current"] and shown["staleness"]["behind"] == {}, shown["staleness"]

@@ -193,3 +193,22 @@ def test_staleness_counts_versions_each_mirror_is_ahead(tmp_path):
     recs["lineitem"]["mirror_versions"] = [("orders", 0), ("lineitem", 3)]
     st = staleness(lake, recs, now=written)
     assert st["current"] and st["behind"] == {} and staleness_line(st).startswith("current")
+
+
+def test_sketch_show_counts_value_ranges_and_keeps_bounds_typed():
+    """Issue 42, blocker 4: ``--fragments 512`` reads "n of 512" (the NULL fragment apart), a
+    long column's bounds stay numbers, and the text says which bound is excluded."""
+    from streaming_app.sketches.cli import fragments_shown, range_text
+
+    p = RangePartition.equi_depth("k", np.arange(0, 100_000, dtype=np.int64), 512)
+    assert p.n_fragments == 512
+    ids = [0, 1, 2, 7, 300, 511, p.null_fragment]
+    shown = fragments_shown(p, ids)
+    assert shown["fragments"] == "6 of 512" and shown["null_fragment"] is True
+    first, mid, last = shown["ranges"][0], shown["ranges"][2], shown["ranges"][-1]
+    assert first == {"lt": p.boundaries[3]} and last == {"ge": p.boundaries[511]}
+    assert mid == {"ge": p.boundaries[300], "lt": p.boundaries[301]}
+    assert all(type(v) is int for r in shown["ranges"] for v in r.values())
+    assert range_text(first) == f"(-inf, {p.boundaries[3]})" and range_text(last).endswith(", +inf)")
+    assert range_text({"ge": "a", "lt": "b"}) == "['a', 'b')"
+    assert fragments_shown(p, [5])["null_fragment"] is False
