@@ -24,11 +24,20 @@ INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 TWS_WORKER_LINES = (b"Starting Streaming TransformWithStateInPandas Python worker",
                     b"Streaming TransformWithStateInPandas Python worker ")
 
+# The AWS SDK v2 bundle (a lake on S3) carries a shaded SLF4J 1.x with no binding; the first
+# logger it makes prints these three lines on the JVM's stderr (its NOP fallback: the SDK then
+# logs nothing, which is what the job wants anyway).
+SHADED_SLF4J_LINES = frozenset((
+    b'SLF4J: Failed to load class "org.slf4j.impl.StaticLoggerBinder".\n',
+    b"SLF4J: Defaulting to no-operation (NOP) logger implementation\n",
+    b"SLF4J: See http://www.slf4j.org/codes.html#StaticLoggerBinder for further details.\n",
+))
+
 
 class StderrFilter:
-    """Lines of the JVM's stderr minus its incubator warning when that is the first line and
-    minus the transformWithState worker's lines (with the blank line after each); the rest as
-    it comes, line by line."""
+    """Lines of the JVM's stderr minus its incubator warning when that is the first line, minus
+    the transformWithState worker's lines (with the blank line after each) and the AWS SDK's
+    shaded SLF4J notice; the rest as it comes, line by line."""
 
     def __init__(self):
         self.first, self.pending, self.skip_blank = True, b"", False
@@ -45,6 +54,8 @@ class StderrFilter:
     def _keep(self, line: bytes) -> bytes:
         first, self.first = self.first, False
         if first and line == INCUBATOR_WARNING:
+            return b""
+        if line in SHADED_SLF4J_LINES:
             return b""
         if line.startswith(TWS_WORKER_LINES):
             self.skip_blank = True

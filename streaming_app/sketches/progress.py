@@ -27,7 +27,12 @@ def progress_listener(spark, maintainer) -> None:
             pass
 
         def onQueryProgress(self, event):
-            p = event.progress
+            try:
+                self._keep(event.progress)
+            except Exception as e:  # noqa: BLE001 - figures for readers: never the query's error
+                self.lines = (self.lines + [f"progress listener: {type(e).__name__}: {e}"])[-64:]
+
+        def _keep(self, p):
             m = self.maintainer.recent.get(p.batchId)
             if m and m["per_query"]:
                 per = ", ".join(f"{q} {v['delta_rows']} rows +{v['added']}/-{v['removed']} {v['ms']:.0f}ms"

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from streaming_app.spark_session import _start_jvm_without_incubator_line
 from streaming_app.stderr_filter import INCUBATOR_WARNING
 
@@ -49,3 +51,59 @@ def test_the_statestore_operators_worker_lines_go_with_their_blank_lines(capfd):
                b"port/path: 41701, key schema: StructType([]).\n\n")
     err = stderr_of(capfd, run_child(b"one\n" + chatter + b"\ntwo\n" + chatter))
     assert err == "one\n\ntwo\nlater line\n"  # a blank line of the JVM's own stays
+
+
+def test_the_aws_sdks_shaded_slf4j_notice_goes(capfd):
+    """Issue 42, blocker 6: the three lines the AWS SDK bundle's shaded SLF4J prints (a lake on S3)."""
+    from streaming_app.stderr_filter import SHADED_SLF4J_LINES
+
+    notice = (b'SLF4J: Failed to load class "org.slf4j.impl.StaticLoggerBinder".\n'
+              b"SLF4J: Defaulting to no-operation (NOP) logger implementation\n"
+              b"SLF4J: See http://www.slf4j.org/codes.html#StaticLoggerBinder for further details.\n")
+    assert set(notice.splitlines(keepends=True)) == SHADED_SLF4J_LINES
+    err = stderr_of(capfd, run_child(b"one\n" + notice + b"SLF4J: another notice\n"))
+    assert err == "one\nSLF4J: another notice\nlater line\n"
+
+
+KILLED_DRIVER = """
+import os, signal
+from pyspark.sql import SparkSession
+from streaming_app.sketches.progress import progress_listener
+
+class Maintainer:
+    recent = {}
+
+spark = SparkSession.builder.getOrCreate()
+progress_listener(spark, Maintainer())
+
+def each(df, batch_id):
+    print("batch", batch_id, flush=True)
+    if batch_id == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+(spark.readStream.format("rate").option("rowsPerSecond", 5).load().writeStream.foreachBatch(each)
+ .trigger(processingTime="1 second").option("checkpointLocation", os.environ["CKPT"]).start().awaitTermination())
+"""
+
+
+@pytest.mark.spark
+def test_a_sigkilled_python_driver_under_spark_submit_leaves_no_listener_trace(tmp_path):
+    """Issue 42, blocker 6: the driver's Python process (with the job's progress listener) is
+    SIGKILLed under spark-submit with the quiet logging `ivmstream submit` passes; the JVM's
+    listener bus can no longer reach Python, and says nothing about it."""
+    import os
+
+    from core.config import REPO_ROOT
+    from streaming_app.cluster import spark_home
+    from streaming_app.spark_session import QUIET_LOG4J
+
+    script = tmp_path / "driver.py"
+    script.write_text(KILLED_DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CKPT": str(tmp_path / "ckpt"),
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    r = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
+                        "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{QUIET_LOG4J}",
+                        str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert "batch 1" in r.stdout, (r.stdout, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip() and line != INCUBATOR_WARNING.decode().strip()]
+    assert lines == [], r.stderr[-3000:]
