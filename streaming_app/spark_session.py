@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from connectors import object_store
 from core.config import S3Config, SparkConfig
+from core.errors import ConfigError
 from core.jars import archive_options, s3a_classpath, spark_jars
 from streaming_app import stderr_filter
+from streaming_app.settings import load_config
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # -Xss16m: deep py4j/foreachBatch stacks under Delta MERGE planning.
@@ -203,3 +205,25 @@ def build_session(spark_cfg: SparkConfig, opts: SessionOptions = SessionOptions(
 
 def ui_url(spark) -> str | None:
     return spark.sparkContext.uiWebUrl
+
+def lake_session(lake: str | None = None, *, config: str | None = None, master: str = "local[2]",
+                 app_name: str = "read-the-lake"):
+    """(spark, lake root) for reading a job's lake from Spark SQL: a local folder by path
+    (``lake="var/demo/lake"``), or the lake of a job's config (``config="job.toml"``), which on
+    S3 brings the S3A jars, the ``fs.s3a.*`` settings and the keys the job itself uses (its
+    ``[s3]`` section, else the AWS variables). The root comes back absolute (local) or as its
+    ``s3a://`` URI, ready for ``delta.`{lake}/batches```."""
+    if (lake is None) == (config is None):
+        raise ConfigError("lake_session: give the lake's folder or a job config, one of them")
+    s3 = None
+    if config is not None:
+        cfg = load_config(config)
+        root, s3 = str(cfg.lake_root), object_store.lake_s3(cfg)
+    else:
+        root = str(lake)
+        if object_store.is_s3(root):
+            raise ConfigError(f"lake_session: {root} is on S3; give the job's config (config=...) for its [s3] "
+                              "settings")
+        root = os.path.abspath(root)
+    spark = build_session(SparkConfig(master=master), SessionOptions(app_name=app_name, ui=False, s3=s3))
+    return spark, root

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,7 @@ def test_reading_the_lake_blocks_run_on_a_demo_lake(tmp_path, monkeypatch, kafka
     outs = [run_block(code) for code in codes]
     assert "triangles" in outs[0]  # deltalake: the last triangle count (duckdb prints from C++, not to Python)
     assert "batch_id" in outs[2] and "MERGE" in outs[2]  # Spark: the figures, the history of MERGE commits
+    assert "this config does not write it" not in outs[1]  # the demo's config writes every table
 
     # the views keep the edge table's vertex type: numbers order as numbers
     import duckdb
@@ -112,3 +114,11 @@ def test_reading_the_lake_blocks_run_on_a_demo_lake(tmp_path, monkeypatch, kafka
     reach = deltalake.DeltaTable(str(lake / "reachability")).to_pyarrow_dataset()  # noqa: F841 - read by duckdb
     dsts = [r[0] for r in duckdb.sql("select dst from reach where view = 'reach' order by dst").fetchall()]
     assert dsts and all(isinstance(d, int) for d in dsts) and dsts == sorted(dsts)
+
+    # issue 42, blocker 3: a config without graphs and views writes none of their tables
+    for name in ("triangle_counts", "reachability", "shortest_paths", "view_stats"):
+        shutil.rmtree(lake / name)
+    out = run_block(codes[1])
+    assert sorted(line for line in out.splitlines() if "does not write it" in line) == sorted(
+        f"no {name} table: this config does not write it"
+        for name in ("reachability", "shortest_paths", "triangle_counts", "view_stats"))

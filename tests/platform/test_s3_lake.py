@@ -129,3 +129,11 @@ def test_job_on_an_s3_lake_restart_and_one_writer(kafka_broker, s3_server, tmp_p
     assert {"triangles.g", "view.reach", "sketch.big_qty"} <= set(snaps)
     # nothing of the lake was written to a local folder
     assert not (tmp_path / "e2e").exists() and (s3_server.data_dir / s3_server.bucket / f"e2e-{tmp_path.name}").is_dir()
+
+    # issue 42, blocker 2: the README's Spark SQL reader on this lake, through the job's config
+    code = ("from streaming_app.spark_session import lake_session\n"
+            f"spark, lake = lake_session(config={str(config)!r})\n"
+            "print(lake, spark.sql(f'SELECT count(*) AS n FROM delta.`{lake}/batches`').first().n)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == [lake, str(len(batches))], r.stdout + r.stderr[-3000:]
+    assert "SLF4J" not in r.stderr and "Exception" not in r.stderr, r.stderr[-3000:]
