@@ -80,11 +80,7 @@ class S3Lease:
         try:
             return self._acquire()
         except OSError as e:  # refused connection, 403, unknown bucket: one line, before Spark starts
-            s = store.settings()
-            raise LakeUnreachable(f"lake_root {self.root}: the bucket does not answer at "
-                                  f"{s.endpoint or 'AWS S3 (' + s.region + ')'} ({e}); start the S3 server "
-                                  "(`ivmstream s3 start`) or check [s3] endpoint and the keys (AWS_ACCESS_KEY_ID, "
-                                  "AWS_SECRET_ACCESS_KEY)") from None
+            raise LakeUnreachable(unreachable(self.root, e)) from None
 
     def _acquire(self) -> "S3Lease":
         held = self.read()
@@ -122,3 +118,20 @@ class S3Lease:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def unreachable(root: str, e: OSError) -> str:
+    """The one line for a bucket that does not answer, or refuses the job's keys (HTTP 403: say
+    where the keys came from, never the keys, and what to export)."""
+    s = store.settings()
+    where = s.endpoint or f"AWS S3 ({s.region})"
+    if " HTTP 403 " in str(e):
+        source = {"config": "the [s3] section", "environment": "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+                  "local server": "the local S3 server's own pair (no keys given, loopback endpoint)"}
+        keys = source.get(s.keys_from, "none (no [s3] keys, no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
+        return (f"lake_root {root}: {where} refused the job's keys (HTTP 403 AccessDenied; keys from {keys}); "
+                "give the job the pair the store was started with: export AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (the same for `ivmstream s3 start`, the job and every reader) or set "
+                "[s3] access_key and secret_key")
+    return (f"lake_root {root}: the bucket does not answer at {where} ({e}); start the S3 server "
+            "(`ivmstream s3 start`) or check [s3] endpoint and the keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")

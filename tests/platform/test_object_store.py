@@ -77,8 +77,26 @@ def test_config_s3_section_and_the_aws_variables(monkeypatch, tmp_path):
     cfg = _cfg({"lake_root": "s3a://bucket/lake"})
     assert (cfg.s3.endpoint, cfg.s3.region, cfg.s3.access_key, cfg.s3.secret_key) == (
         "http://127.0.0.1:9444", "eu-central-1", "ENVKEY", "ENVSECRET")
+    assert cfg.s3.keys_from == "environment"
     # a local lake needs no S3 at all
     assert store.lake_s3(_cfg({"lake_root": str(tmp_path)})) is None
+
+
+def test_no_keys_on_a_loopback_endpoint_sign_with_the_local_servers_pair(monkeypatch):
+    """Issue 42, blocker 1: `ivmstream s3 start` without keys and a job without keys agree."""
+    from core.config.s3 import LOCAL_ACCESS_KEY, LOCAL_SECRET_KEY
+
+    for v in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(v, raising=False)
+    for endpoint in ("http://127.0.0.1:9333", "http://localhost:9333/", "http://[::1]:9333"):
+        s3 = _cfg({"lake_root": "s3a://bucket/lake"}, {"endpoint": endpoint}).s3
+        assert (s3.access_key, s3.secret_key, s3.keys_from) == (LOCAL_ACCESS_KEY, LOCAL_SECRET_KEY, "local server")
+    for endpoint in ("http://10.0.0.7:9000", "https://s3.eu-west-1.amazonaws.com", None):
+        s3 = _cfg({"lake_root": "s3a://bucket/lake"}, {"endpoint": endpoint} if endpoint else {}).s3
+        assert (s3.access_key, s3.keys_from) == (None, None)  # the AWS SDKs' own chain
+    s3 = _cfg({"lake_root": "s3a://bucket/lake"}, {"endpoint": "http://127.0.0.1:9333", "access_key": "AK",
+                                                    "secret_key": SECRET}).s3
+    assert (s3.access_key, s3.keys_from) == ("AK", "config")
 
 
 @pytest.mark.parametrize("job, s3, says", [

@@ -71,3 +71,53 @@ def test_a_pid_file_naming_another_process_is_never_signalled(tmp_path):
 def test_port_taken_is_a_clear_error(s3_server, tmp_path):
     r = _cli("s3", "start", "--port", str(s3_server.port), "--dir", str(tmp_path / "s3b"))
     assert r.returncode == 2 and "already taken" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_the_readme_s3_steps_with_no_keys_and_a_wrong_pair_in_one_line(kafka_broker, tmp_path):
+    """Issue 42, blocker 1, as the README says it: `ivmstream s3 start` with no keys exported,
+    a job whose [s3] gives only the endpoint (every key may be left out) runs on it; keys that
+    are not the server's end in one line that says where they came from and what to export."""
+    import os
+
+    from connectors.kafka_broker import create_topics
+    from connectors.producer import CdcProducer
+    from core.config import dump_toml
+    from streaming_app.settings import parse_config
+
+    port, home = free_port(), tmp_path / "s3"
+    no_keys = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    flags = ("--port", str(port), "--dir", str(home))
+    r = subprocess.run([sys.executable, "-m", "streaming_app", "s3", "start", *flags], capture_output=True,
+                       text=True, timeout=120, env=no_keys)
+    assert r.returncode == 0, r.stderr
+    try:
+        data = {"job": {"name": "nokeys", "lake_root": f"s3a://lake/nokeys-{tmp_path.name}",
+                        "checkpoint_root": str(tmp_path / "ckpt")},
+                "kafka": {"bootstrap_servers": kafka_broker.bootstrap},
+                "spark": {"master": "local[1]", "ui": False},
+                "s3": {"endpoint": f"http://127.0.0.1:{port}"},
+                "tables": [{"name": "t", "topic": f"nokeys.{tmp_path.name}", "primary_key": "id",
+                            "columns": {"id": "long", "v": "string"}}]}
+        cfg = parse_config(data)
+        path = tmp_path / "job.toml"
+        path.write_text(dump_toml(data))
+        create_topics(kafka_broker.bootstrap, cfg.topics)
+        prod = CdcProducer(kafka_broker.bootstrap)
+        for i in range(3):
+            prod.send(cfg.table("t"), "c", None, {"id": i, "v": f"row {i}"})
+        prod.close()
+        run = [sys.executable, "-m", "streaming_app", "run", "--config", str(path), "--available-now", "--no-ui"]
+        r = subprocess.run(run, capture_output=True, text=True, timeout=400, env=no_keys)
+        assert r.returncode == 0 and "batch     0:" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+        assert (home / "data" / "lake" / f"nokeys-{tmp_path.name}" / "mirrors" / "t" / "_delta_log").is_dir()
+
+        wrong = {**no_keys, "AWS_ACCESS_KEY_ID": "someone", "AWS_SECRET_ACCESS_KEY": "not-the-servers-secret"}
+        r = subprocess.run(run, capture_output=True, text=True, timeout=400, env=wrong)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "HTTP 403" in r.stderr and "keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY" in r.stderr, r.stderr
+        assert "not-the-servers-secret" not in r.stdout + r.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "streaming_app", "s3", "stop", *flags], capture_output=True,
+                       timeout=120, env=no_keys)
