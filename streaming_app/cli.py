@@ -153,7 +153,7 @@ def cmd_produce(args) -> int:
     if why:
         raise BrokerError(f"no Kafka broker answers at {cfg.kafka.bootstrap_servers} ({why}); start one with "
                           "`ivmstream broker start` or give --bootstrap-servers")
-    create_topics(cfg.kafka.bootstrap_servers, [table.topic])
+    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1)  # README: Ordering
     prod = CdcProducer(cfg.kafka.bootstrap_servers)
     if args.edges_workload:
         events = _edge_workload(args, table)

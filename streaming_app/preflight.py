@@ -129,8 +129,10 @@ def wait_for_broker(bootstrap: str, *, give_up_at: float | None = None,
         time.sleep(BROKER_RETRY_S)
         why = unreachable(bootstrap, timeout_s=2.0)
 
-def check_topics(cfg) -> None:
-    """Every topic the tables read exists on the broker."""
+def check_topics(cfg, say: Callable[[str], None] = print) -> None:
+    """Every topic the tables read exists on the broker; a topic of more than one partition is
+    said (README, Ordering: a TRUNCATE and the two halves of a primary-key change are applied
+    exactly only when a table's topic has one partition)."""
     from kafka import KafkaAdminClient
 
     from connectors.kafka import BrokerError
@@ -138,8 +140,14 @@ def check_topics(cfg) -> None:
     admin = KafkaAdminClient(bootstrap_servers=cfg.kafka.bootstrap_servers, client_id="ivmstream-preflight")
     try:
         existing = set(admin.list_topics())
+        ours = sorted({t.topic for t in cfg.tables} & existing)
+        partitions = {d["name"]: len(d["partitions"]) for d in admin.describe_topics(ours)} if ours else {}
     finally:
         admin.close()
+    many = {t: n for t, n in partitions.items() if n > 1}
+    if many:
+        say(f"note: {', '.join(f'topic {t} has {n} partitions' for t, n in sorted(many.items()))}: a TRUNCATE "
+            "and a primary-key change are applied exactly only on a topic of one partition (README: Ordering)")
     missing = [t for t in cfg.tables if t.topic not in existing]
     if missing:
         t = missing[0]

@@ -79,7 +79,7 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         say = (lambda line: None) if quiet else (lambda line: print(f"[{cfg.name}] {line}", flush=True))
         preflight.wait_for_broker(cfg.kafka.bootstrap_servers, say=say,
                                   give_up_at=None if duration_s is None else t0 + duration_s)
-        preflight.check_topics(cfg)
+        preflight.check_topics(cfg, say=say)
         left = None if duration_s is None else max(1.0, duration_s - (time.monotonic() - t0))
         return _run(cfg, duration_s=left, available_now=available_now, ui=ui, maintainers=maintainers,
                     stop_event=stop_event, quiet=quiet, spark=spark, say=say, observer=observer)
