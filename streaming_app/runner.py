@@ -7,6 +7,7 @@ normal stop leaves no batch to replay; a hard kill is covered by the checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import threading
@@ -17,6 +18,7 @@ from typing import Callable
 from connectors import object_store
 from core.config import JobConfig
 from state.backends import MemoryBackend, StateBackend
+from streaming_app import metrics
 from streaming_app import preflight
 from streaming_app.job import IngestJob, Maintainer
 from streaming_app.maintainers import maintainers_for
@@ -87,7 +89,10 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
 def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_event, quiet, spark,
          say, observer) -> RunResult:
     show_ui = cfg.spark.ui if ui is None else ui
-    spark = spark or build_session(cfg.spark, SessionOptions(app_name=f"ivmstream:{cfg.name}", ui=show_ui,
+    spark_cfg = cfg.spark
+    if cfg.metrics.enabled and cfg.metrics.spark:  # Spark's Prometheus servlet on the UI
+        spark_cfg = dataclasses.replace(spark_cfg, extra_conf=(*metrics.spark_conf().items(), *spark_cfg.extra_conf))
+    spark = spark or build_session(spark_cfg, SessionOptions(app_name=f"ivmstream:{cfg.name}", ui=show_ui,
                                                              s3=object_store.lake_s3(cfg)))
     url = spark.sparkContext.uiWebUrl if show_ui else None
     if url and not quiet:
@@ -95,9 +100,13 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     if maintainers is None:
 
         maintainers = maintainers_for(cfg)
+    served, server = metrics.serve(cfg, spark, say) if cfg.metrics.enabled else (None, None)
+
     def on_batch(row: dict) -> None:
         if not quiet:
             print(batch_line(row), flush=True)
+        if served is not None:
+            served.observe(row)
         if observer is not None:
             observer(row)
 
@@ -117,6 +126,8 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
             previous[sig] = signal.signal(sig, on_signal)
     t0 = time.monotonic()
     query = job.start(available_now=available_now)
+    if served is not None:
+        served.progress_fn = lambda: metrics.progress_offsets(query)
     watch = BrokerWatch(cfg.kafka.bootstrap_servers, say)
     try:
         while query.isActive and not stop.is_set():
@@ -146,6 +157,8 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if server is not None:
+            server.stop()
     return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
 
 class BrokerWatch:

@@ -28,6 +28,7 @@ from core.errors import ConfigError
 from streaming_app.cluster import ClusterError, spark_home
 from core.config import REPO_ROOT, JobConfig
 from core.jars import archive_options, s3a_classpath, spark_jars
+from streaming_app import metrics
 from streaming_app.spark_session import EXECUTOR_JVM_OPTIONS, JVM_OPTIONS, QUIET_LOG4J
 
 PACKAGES = ("core", "streaming_app", "operators", "state", "connectors", "devstack")
@@ -109,6 +110,7 @@ def submit_command(cfg: JobConfig, config_path: str | Path, master: str, run_arg
         "spark.executor.extraJavaOptions": f"{EXECUTOR_JVM_OPTIONS} {cds}".strip(),
         "spark.pyspark.python": python,
         "spark.pyspark.driver.python": python,
+        **(metrics.spark_conf() if cfg.metrics.enabled and cfg.metrics.spark else {}),  # Spark's Prometheus servlet
         **dict(cfg.spark.extra_conf),
     }
     s3 = object_store.lake_s3(cfg)

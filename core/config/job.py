@@ -17,6 +17,7 @@ from core.config.derived import (SketchConfig, SketchSettings, StateSettings, Tr
                                           ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
                                           parse_state_settings)
 from core.config.maintenance import MaintenanceConfig, parse_maintenance
+from core.config.metrics import CatalogConfig, MetricsConfig, parse_catalog, parse_metrics
 from core.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
 from core.config.s3 import S3Config, parse_s3
 from core.config.spark import SparkConfig, check_master, parse_spark
@@ -58,6 +59,8 @@ class JobConfig:
     s3: S3Config = field(default_factory=S3Config)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     registry: RegistryConfig | None = None  # [registry]: where Avro records' schemas are
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -107,7 +110,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
     _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
-                       "debezium", "s3", "maintenance", "registry"}, where)
+                       "debezium", "s3", "maintenance", "registry", "metrics", "catalog"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
@@ -179,6 +182,8 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         s3=parse_s3(data.get("s3", {}), where),
         maintenance=parse_maintenance(data.get("maintenance", {}), where),
         registry=registry,
+        metrics=parse_metrics(data.get("metrics", {}), where),
+        catalog=parse_catalog(data.get("catalog", {}), where),
     )
     check_formats(cfg)
     return cfg
