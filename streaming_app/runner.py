@@ -20,6 +20,7 @@ from core.config import JobConfig
 from state.backends import MemoryBackend, StateBackend
 from streaming_app import metrics
 from streaming_app import preflight
+from streaming_app.catalog import CatalogRegistrar
 from streaming_app.job import IngestJob, Maintainer
 from streaming_app.maintainers import maintainers_for
 from streaming_app.spark_session import SessionOptions, build_session
@@ -101,12 +102,15 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
 
         maintainers = maintainers_for(cfg)
     served, server = metrics.serve(cfg, spark, say) if cfg.metrics.enabled else (None, None)
+    names = CatalogRegistrar(cfg, spark, say) if cfg.catalog.database else None
 
     def on_batch(row: dict) -> None:
         if not quiet:
             print(batch_line(row), flush=True)
         if served is not None:
             served.observe(row)
+        if names is not None:  # a table the batch opened for the first time (a maintainer's outputs)
+            names.register_new(spark)
         if observer is not None:
             observer(row)
 
@@ -128,6 +132,8 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     query = job.start(available_now=available_now)
     if served is not None:
         served.progress_fn = lambda: metrics.progress_offsets(query)
+    if names is not None:
+        names.register_new(spark)
     watch = BrokerWatch(cfg.kafka.bootstrap_servers, say)
     try:
         while query.isActive and not stop.is_set():
