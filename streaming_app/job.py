@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from connectors import delta_sink as sink
 from connectors import object_store
+from connectors import spark_labels
 from connectors.debezium import DecodedBatch, Rejected, quarantine_text
 from connectors.decode_stage import KAFKA_COLUMNS
 from connectors.maintenance import Maintenance
@@ -245,7 +246,7 @@ class IngestJob:
             return
         started = sink.utcnow()
         steps: dict[str, float] = {}
-        spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: read and decode")
+        spark_labels.label(spark, f"ivmstream batch {batch_id}: read and decode")
         decoded, offsets, raw_of = self.backend.read(self, batch_df, batch_id, steps)
         self._apply(spark, batch_id, started, steps, decoded, offsets, raw_of)
 
@@ -260,6 +261,7 @@ class IngestJob:
         for table in self.cfg.tables:
             path = self.lake.mirror(table.name)
             before = self.versions.get(table.name, 0)
+            spark_labels.label(spark, f"ivmstream batch {batch_id}: mirror {table.name}")  # its lookups and MERGE
             plan = self.backend.plan(self, spark, table, decoded, before)
             if plan is None:
                 continue
@@ -294,13 +296,13 @@ class IngestJob:
         for m in self.maintainers:
             t = time.perf_counter()
             # Every Spark job the maintainer starts shows under this label in the Spark UI.
-            spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: {m.name}")
+            spark_labels.label(spark, f"ivmstream batch {batch_id}: {m.name}")
             m.on_batch(spark, self, ctx)
             steps[f"maintain:{m.name}"] = _ms(t)
             operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
             kill_point(f"maintain.{m.name}", batch_id)
         self.backend.after_maintainers(self, spark, ctx)
-        spark.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: quarantine and batch record")
+        spark_labels.label(spark, f"ivmstream batch {batch_id}: quarantine and batch record")
 
         t = time.perf_counter()
         rejected = list(decoded.rejected) + list(ctx.rejected)
@@ -334,7 +336,7 @@ class IngestJob:
         for k, key in (("batches", None), ("records", "records_in"), ("events", "events"),
                        ("quarantined", "quarantined"), ("tombstones", "tombstones")):
             self.totals[k] += 1 if key is None else row[key]
-        spark.sparkContext.setJobDescription(None)
+        spark_labels.label(spark, None)
         if self.on_batch:
             self.on_batch({**row, "step_ms": dict(steps)})
 
@@ -492,7 +494,7 @@ def _warm_kafka_read(spark, cfg: JobConfig) -> None:
             consumer.close(jvm.java.time.Duration.ofMillis(0))
         if not spans:
             return
-        spark.sparkContext.setJobDescription("ivmstream: warm-up read of a few Kafka records")
+        spark_labels.label(spark, "ivmstream: warm-up read of a few Kafka records")
         reader = (spark.read.format("kafka").option("kafka.bootstrap.servers", cfg.kafka.bootstrap_servers)
                   .option("includeHeaders", "true").option("assign", json.dumps({t: [0] for t, _, _ in spans}))
                   .option("startingOffsets", json.dumps({t: {"0": a} for t, a, _ in spans}))

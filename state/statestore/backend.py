@@ -44,6 +44,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from connectors import delta_sink as sink
+from connectors import spark_labels
 from connectors.debezium import DecodedBatch, decode_batch
 from connectors.decode_stage import KAFKA_COLUMNS, offset_ranges
 from core.errors import ConfigError
@@ -330,7 +331,7 @@ class StatestoreBackend:
         store must reach this batch's version either way."""
         batch_id += self.gen.base
         t = time.perf_counter()
-        batch_df.sparkSession.sparkContext.setJobDescription(f"ivmstream batch {batch_id}: keyed operators")
+        spark_labels.label(batch_df.sparkSession, f"ivmstream batch {batch_id}: keyed operators")
         self._rows = batch_df.toArrow()
         self._operators_ms = elapsed_ms(t)
         kill_point("operators", batch_id)

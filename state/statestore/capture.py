@@ -40,6 +40,7 @@ from operators.keyed import capture as C
 from operators.keyed.capture import CAPTURE_SCHEMA
 from operators.keyed.cdc import MIN_PAGES, pages_for
 from operators.keyed.pipeline import GROUP_PAGES
+from connectors import spark_labels
 
 FILE = "ivmstream_capture.json"
 # The most a capture task hands back to the JVM in one Arrow batch: Spark takes each batch whole
@@ -71,11 +72,11 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     rows = frames[0]
     for f in frames[1:]:
         rows = rows.unionAll(f)
-    sc.setJobDescription("ivmstream capture: last images and partial groups from the mirrors")
+    spark_labels.label(sc, "ivmstream capture: last images and partial groups from the mirrors")
     rows.write.mode("overwrite").parquet(str(out / "rows"))
     rows = spark.read.parquet(str(out / "rows"))
     images = rows.filter(~F.col("k1").rlike("^[fgjk]:"))  # a table's name has no colon
-    sc.setJobDescription("ivmstream capture: last images in pages")
+    spark_labels.label(sc, "ivmstream capture: last images in pages")
     per_table = {r["k1"]: r["n"] for r in images.groupBy("k1").agg(F.count("*").alias("n")).collect()}
     pages = {t: pages_for(n, buckets) for t, n in per_table.items()}
     n_pages = (F.element_at(F.create_map(*[F.lit(x) for tn in pages.items() for x in tn]), F.col("k1"))
@@ -91,25 +92,25 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     stages = ["pages", "groups", "mu"]
     later = rows  # the rows stages 3 and 4 read their input from
     if any(q.join is not None for q in planned):
-        sc.setJobDescription("ivmstream capture: join states")
+        spark_labels.label(sc, "ivmstream capture: join states")
         _merge(rows.filter(F.col("k1").startswith("j:")), "joins", specs, out)
         joins = spark.read.parquet(str(out / "joins"))
         later = later.unionAll(joins.filter(~F.col("k1").startswith("j:")))
         stages.append("joins")
-    sc.setJobDescription("ivmstream capture: group states")
+    spark_labels.label(sc, "ivmstream capture: group states")
     # groups by a shuffle and a sort, then many groups per Python call (applyInArrow would
     # make one call per group: ~1.5 M calls per sketch at SF1)
     _merge(later.filter(F.col("k1").startswith("g:")), "groups", specs, out)
     groups = spark.read.parquet(str(out / "groups"))
     later = later.filter(~F.col("k1").startswith("g:")).unionAll(groups)
     if any(q.topk is not None for q in planned):
-        sc.setJobDescription("ivmstream capture: top-k states")
+        spark_labels.label(sc, "ivmstream capture: top-k states")
         _merge(later.filter(F.col("k1").startswith("k:")), "topk", specs, out)
         later = later.filter(~F.col("k1").startswith("k:")).unionAll(spark.read.parquet(str(out / "topk")))
         stages.append("topk")
     t2 = time.perf_counter()
     weights = later.filter(F.col("k1").startswith("f:"))
-    sc.setJobDescription("ivmstream capture: fragment counts")
+    spark_labels.label(sc, "ivmstream capture: fragment counts")
     (weights.groupBy("k1", "k2").agg(F.sum("w").alias("w")).filter(F.col("w") != 0)
      .select("k1", "k2", F.lit(None).cast("string").alias("pk"), "w", F.lit(None).cast("binary").alias("a"))
      .write.mode("overwrite").parquet(str(out / "mu")))
@@ -125,7 +126,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
               "fragments": len(sketch), "sketch": sorted((q, f) for q, f, _ in sketch),
               "seconds": {"rows": round(t1 - t0, 1), "states": round(t2 - t1, 1), "mu": round(t3 - t2, 1),
                           "total": round(time.perf_counter() - t0, 1)}}
-    sc.setJobDescription(None)
+    spark_labels.label(sc, None)
     (ckpt / FILE).write_text(json.dumps(record, indent=1))
     return record
 

@@ -22,6 +22,7 @@ from streaming_app.sketches.register import register_query
 from streaming_app.sketches.registry import Registration, read_registry, registry_version
 from streaming_app.sketches.snapshots import open_store, restore_latest, store_name, write_snapshot
 from streaming_app.sketches.tables import ensure_tables
+from connectors import spark_labels
 
 
 class SketchStreamMaintainer:
@@ -147,7 +148,7 @@ class SketchStreamMaintainer:
         sc = spark.sparkContext
         for q in todo:
             # label this query's Spark jobs (change-feed reads, Delta-backed joins) in the UI
-            sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch {q.name}")
+            spark_labels.label(sc, f"ivmstream batch {ctx.batch_id}: sketch {q.name}")
             t = time.perf_counter()
             q.last_apply_ms = 0.0
             probes = q.spark_probes()
@@ -161,7 +162,7 @@ class SketchStreamMaintainer:
                                "removed": sum(map(len, res[1].values())) if res else 0,
                                "spark_probes": q.spark_probes() - probes, "state_size": q.state_size(),
                                "ms": round((time.perf_counter() - t) * 1000, 1)}
-        sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch outputs")
+        spark_labels.label(sc, f"ivmstream batch {ctx.batch_id}: sketch outputs")
         app = f"{ctx.app_id}:{self.name}"
         outputs.write_deltas(spark, lake, deltas, ctx.batch_id, f"{app}:deltas")
         kill_point("sketch.deltas", ctx.batch_id)
@@ -172,7 +173,7 @@ class SketchStreamMaintainer:
         snap = [q for q in self.queries.values() if q.ready() and (q in new or self.batches_since_snapshot
                                                                      >= self.snapshot_every)]
         if snap:
-            sc.setJobDescription(f"ivmstream batch {ctx.batch_id}: sketch snapshots")
+            spark_labels.label(sc, f"ivmstream batch {ctx.batch_id}: sketch snapshots")
             store = self._store(spark, lake)
             kill_point("sketch.state.begin", ctx.batch_id)  # the kill campaign's points inside these writes
             for q in snap:  # one row per query, each idempotent on (app id:sketch.<query>, batch)
@@ -195,4 +196,4 @@ class SketchStreamMaintainer:
             self.recent[ctx.batch_id] = ctx.metrics[self.name]
             for b in sorted(self.recent)[:-16]:
                 del self.recent[b]
-        sc.setJobDescription(None)
+        spark_labels.label(sc, None)

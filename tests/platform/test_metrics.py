@@ -196,3 +196,36 @@ def test_submit_turns_on_sparks_prometheus_servlet_with_metrics(tmp_path):
     assert "spark.ui.prometheus.enabled=true" in argv and "spark.sql.streaming.metricsEnabled=true" in argv
     argv, _ = submit_command(off, tmp_path / "job.toml", "spark://127.0.0.1:7177", [])
     assert not any("prometheus" in a for a in argv)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_spark_jobs_of_a_batch_are_labelled_by_their_step(kafka_broker, spark, tmp_path):
+    """Issue 42, the Spark UI: each Spark job a batch starts shows its step as description and
+    as call site (not a path into the virtualenv), the mirror's lookups included."""
+    from connectors.kafka_broker import create_topics
+    from connectors.producer import CdcProducer
+    from streaming_app.runner import run_job
+
+    topic = f"lbl.{tmp_path.name[-10:]}"
+    cfg = parse_config({"job": {"name": "labels", "lake_root": str(tmp_path / "lake"),
+                                "checkpoint_root": str(tmp_path / "ck")},
+                        "kafka": {"bootstrap_servers": kafka_broker.bootstrap},
+                        "spark": {"master": "local[2]", "ui": False},
+                        "tables": [{"name": "t", "topic": topic, "primary_key": "id",
+                                    "columns": {"id": "long", "v": "string"}}]})
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=1)
+    prod = CdcProducer(kafka_broker.bootstrap)
+    for i in range(20):
+        prod.send(cfg.table("t"), "c", None, {"id": i, "v": "x"})
+    prod.close()
+    store = spark._jsc.sc().statusStore()
+    listed = lambda: spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(store.jobsList(None))  # noqa: E731
+    before = {int(j.jobId()) for j in listed()}
+    run_job(cfg, available_now=True, spark=spark, quiet=True)
+    jobs = [(j.name(), j.description().getOrElse(None) if j.description().isDefined() else None)
+            for j in listed() if int(j.jobId()) not in before]
+    ours = [(name, desc) for name, desc in jobs if desc and desc.startswith("ivmstream batch 0:")]
+    assert any(desc == "ivmstream batch 0: read and decode" for _, desc in ours), jobs
+    assert all(name == desc for name, desc in ours), ours  # the call site is the step
+    assert not any(".venv" in (name or "") for name, desc in jobs if desc and desc.startswith("ivmstream")), jobs
