@@ -36,9 +36,10 @@ def unreachable(bootstrap: str, timeout_s: float = 3.0) -> str | None:
     return "; ".join(reasons)
 
 
-def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
-    """Create the topics that do not exist yet (idempotent)."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
+def create_topics(bootstrap: str, topics: list[str], partitions: int = 1, client: dict | None = None) -> None:
+    """Create the topics that do not exist yet (idempotent), one partition each unless told
+    (README, Ordering); ``client``: kafka-python's security settings (connectors.kafka_client)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin", **(client or {}))
     try:
         existing = set(admin.list_topics())
         new = [NewTopic(t, num_partitions=partitions, replication_factor=1)
@@ -52,7 +53,7 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> Non
         admin.close()
 
 
-def reset_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
+def reset_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None:
     """Delete the topics that exist and create them empty (a rerun starts from nothing)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
     try:

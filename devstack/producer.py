@@ -191,11 +191,12 @@ def key_of(table: TableConfig, row: dict, with_schema: bool = False) -> bytes:
 class CdcProducer:
     """A kafka-python producer that sends one Debezium event per call."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, client: dict | None = None):
+        """``client``: kafka-python's security settings for the job's [kafka] (connectors.kafka_client)."""
         from kafka import KafkaProducer
 
         self._p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
-                                batch_size=256 * 1024, max_in_flight_requests_per_connection=1)
+                                batch_size=256 * 1024, max_in_flight_requests_per_connection=1, **(client or {}))
         self.sent = 0
 
     def send(self, table: TableConfig, op: str, before: dict | None, after: dict | None,

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from connectors.kafka_client import python_options
 from core.config import ENV, REPO_ROOT, env
 from core.errors import ConfigError, IvmError
 from devstack import s3_server
@@ -153,8 +154,9 @@ def cmd_produce(args) -> int:
     if why:
         raise BrokerError(f"no Kafka broker answers at {cfg.kafka.bootstrap_servers} ({why}); start one with "
                           "`ivmstream broker start` or give --bootstrap-servers")
-    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1)  # README: Ordering
-    prod = CdcProducer(cfg.kafka.bootstrap_servers)
+    client = python_options(cfg.kafka)
+    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1, client=client)  # README: Ordering
+    prod = CdcProducer(cfg.kafka.bootstrap_servers, client)
     if args.edges_workload:
         events = _edge_workload(args, table)
         for op, before, after in tqdm(events, desc=f"{args.edges_workload} edges", unit="ev"):

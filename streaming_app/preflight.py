@@ -16,12 +16,14 @@ import fcntl
 import os
 import re
 import shutil
+import ssl
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable
 
 from connectors import object_store
+from connectors.kafka_client import python_options
 from connectors.s3_lease import S3Lease
 from core.errors import ConfigError, IvmError
 
@@ -129,21 +131,37 @@ def wait_for_broker(bootstrap: str, *, give_up_at: float | None = None,
         time.sleep(BROKER_RETRY_S)
         why = unreachable(bootstrap, timeout_s=2.0)
 
+def refused(kafka, e: Exception) -> str:
+    """The one line for a broker that refuses the job's client (login, certificate), never a secret."""
+    who = f" as {kafka.username!r}" if kafka.username else ""
+    why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    if kafka.password:
+        why = why.replace(kafka.password, "********")
+    return (f"the Kafka broker at {kafka.bootstrap_servers} refused the job's connection{who} "
+            f"({type(e).__name__}: {why}); check [kafka] username, password_file (or IVMSTREAM_KAFKA_PASSWORD) "
+            "and the truststore in options")
+
+
 def check_topics(cfg, say: Callable[[str], None] = print) -> None:
     """Every topic the tables read exists on the broker; a topic of more than one partition is
     said (README, Ordering: a TRUNCATE and the two halves of a primary-key change are applied
     exactly only when a table's topic has one partition)."""
     from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
 
     from connectors.kafka import BrokerError
 
-    admin = KafkaAdminClient(bootstrap_servers=cfg.kafka.bootstrap_servers, client_id="ivmstream-preflight")
     try:
-        existing = set(admin.list_topics())
-        ours = sorted({t.topic for t in cfg.tables} & existing)
-        partitions = {d["name"]: len(d["partitions"]) for d in admin.describe_topics(ours)} if ours else {}
-    finally:
-        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=cfg.kafka.bootstrap_servers, client_id="ivmstream-preflight",
+                                 **python_options(cfg.kafka))
+        try:
+            existing = set(admin.list_topics())
+            ours = sorted({t.topic for t in cfg.tables} & existing)
+            partitions = {d["name"]: len(d["partitions"]) for d in admin.describe_topics(ours)} if ours else {}
+        finally:
+            admin.close()
+    except (KafkaError, ssl.SSLError) as e:  # refused login or certificate: one line, before Spark starts
+        raise BrokerError(refused(cfg.kafka, e)) from None
     many = {t: n for t, n in partitions.items() if n > 1}
     if many:
         say(f"note: {', '.join(f'topic {t} has {n} partitions' for t, n in sorted(many.items()))}: a TRUNCATE "

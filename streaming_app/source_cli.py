@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from connectors.connect import connector_properties, rest, wait_running
+from connectors.kafka_client import masked, python_options
 from core.config import ENV, REPO_ROOT, env
 from core.errors import ConfigError
 from devstack.kafka_connect import EmbeddedConnect
@@ -101,7 +102,8 @@ def cmd_connect(args) -> int:
             raise ConfigError("connect properties needs --config (the job whose [debezium] section and "
                               "tables name the connector)")
         cfg = load_config(args.config)
-        print(json.dumps({"name": cfg.debezium.connector_name, "config": connector_properties(cfg)}, indent=2))
+        print(json.dumps({"name": cfg.debezium.connector_name, "config": masked(connector_properties(cfg))},
+                         indent=2))  # the database password never prints
         return 0
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
     w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args))
@@ -130,8 +132,9 @@ def _register(args) -> int:
     # The tables' topics with one partition each (see connector_properties); topics that
     # exist keep theirs, and one with more partitions is named, since truncate ordering
     # is exact only within one partition.
-    create_topics(bootstrap, cfg.topics, partitions=1)
-    wide = _multi_partition(bootstrap, cfg.topics)
+    client = python_options(cfg.kafka)
+    create_topics(bootstrap, cfg.topics, partitions=1, client=client)
+    wide = _multi_partition(bootstrap, cfg.topics, client)
     t0 = time.monotonic()
     rest(url, "PUT", f"/connectors/{d.connector_name}/config", props)
     st = wait_running(url, d.connector_name, timeout_s=args.timeout)
@@ -143,10 +146,10 @@ def _register(args) -> int:
               "rows only within one partition")
     return 0
 
-def _multi_partition(bootstrap: str, topics: list[str]) -> list[tuple[str, int]]:
+def _multi_partition(bootstrap: str, topics: list[str], client: dict) -> list[tuple[str, int]]:
     from kafka import KafkaConsumer
 
-    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="ivmstream-register")
+    c = KafkaConsumer(bootstrap_servers=bootstrap, client_id="ivmstream-register", **client)
     try:
         out = []
         for t in topics:

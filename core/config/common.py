@@ -59,6 +59,8 @@ ENV = {
     "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
     "aws_endpoint_url": "AWS_ENDPOINT_URL",
     "aws_region": "AWS_REGION",
+    # The SASL password of [kafka] username when no password_file is given.
+    "kafka_password": "IVMSTREAM_KAFKA_PASSWORD",
     # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
     "kill_at": "IVMSTREAM_KILL_AT",
 }

@@ -125,7 +125,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     if decode not in ("executors", "driver"):
         raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {_shown(decode)}")
 
-    kcfg = parse_kafka(data.get("kafka", {}), where)
+    kcfg = parse_kafka(data.get("kafka", {}), where, base)
     scfg = parse_spark(data.get("spark", {}), where)
     skcfg = parse_sketch_settings(data.get("sketch", {}), where)
     stcfg = parse_state_settings(data.get("state", {}), where)

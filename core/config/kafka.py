@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_int, _want_options, _want_str
+from core.config.common import _check_keys, _want_int, _want_options, _want_str, env
 
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 STARTING_OFFSETS = ("earliest", "latest")
-_KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options"}
+_KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options", "username",
+               "password_file"}
+JAAS_OPTION = "kafka.sasl.jaas.config"
+LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                 "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,17 @@ class KafkaConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int = 10_000
-    extra_options: tuple[tuple[str, str], ...] = ()
+    # Every Kafka client the project makes gets these (Spark's source, the warm-up and metrics
+    # consumers as they are; the Python admin, preflight and producer translated by
+    # connectors.kafka_client). With ``username`` they hold the SASL login built from the
+    # password (file or environment): never shown, hence no repr.
+    extra_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def mechanism(self) -> str:
+        return dict(self.extra_options).get("kafka.sasl.mechanism", "PLAIN")
 
 
 def check_bootstrap_servers(v: Any, w: str) -> str:
@@ -58,14 +74,57 @@ def check_starting_offsets(v: Any, w: str, topics: list[str] | None = None) -> s
     return v
 
 
-def parse_kafka(kafka: Any, where: str) -> KafkaConfig:
+def _password(kafka: dict, w: str, base: Path) -> str | None:
+    """The SASL password: from ``password_file`` (its first line; relative to the config file),
+    else IVMSTREAM_KAFKA_PASSWORD; never a TOML literal, never in a message."""
+    if "password_file" in kafka:
+        path = Path(_want_str(kafka["password_file"], w, "password_file"))
+        path = path if path.is_absolute() else base / path
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(f"{w}: password_file {path} cannot be read ({e.strerror or e})") from None
+        lines = text.splitlines()
+        if not lines or not lines[0]:
+            raise ConfigError(f"{w}: password_file {path} is empty (the password is its first line)")
+        return lines[0]
+    return env("kafka_password")
+
+
+def _sasl_login(username: str, password: str, mechanism: str, w: str) -> str:
+    module = LOGIN_MODULES.get(mechanism)
+    if module is None:
+        raise ConfigError(f"{w}: username and password need kafka.sasl.mechanism PLAIN, SCRAM-SHA-256 or "
+                          f"SCRAM-SHA-512 in options, got {mechanism[:40]!r}")
+    quote = lambda v: v.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731 - JAAS string escapes
+    return f'{module} required username="{quote(username)}" password="{quote(password)}";'
+
+
+def parse_kafka(kafka: Any, where: str, base: Path | None = None) -> KafkaConfig:
     w = f"{where}: [kafka]"
     _check_keys(kafka, _KAFKA_KEYS, w)
+    options = _want_options(kafka.get("options", {}), w, "options")
+    username = kafka.get("username")
+    password = None
+    if username is not None:
+        username = _want_str(username, w, "username")
+        if JAAS_OPTION in dict(options):
+            raise ConfigError(f"{w}: give username (with password_file or IVMSTREAM_KAFKA_PASSWORD) or "
+                              f"{JAAS_OPTION} in options, not both")
+        password = _password(kafka, w, base or Path.cwd())
+        if password is None:
+            raise ConfigError(f"{w}: username {username!r} needs a password: password_file = \"...\" or the "
+                              "environment variable IVMSTREAM_KAFKA_PASSWORD")
+        mechanism = dict(options).get("kafka.sasl.mechanism", "PLAIN")
+        options = (*options, (JAAS_OPTION, _sasl_login(username, password, mechanism, w)))
+    elif "password_file" in kafka:
+        raise ConfigError(f"{w}: password_file needs username")
     return KafkaConfig(
+        username=username, password=password,
         bootstrap_servers=check_bootstrap_servers(kafka.get("bootstrap_servers", KafkaConfig.bootstrap_servers),
                                                   f"{w} bootstrap_servers"),
         starting_offsets=check_starting_offsets(kafka.get("starting_offsets", "earliest"), w),
         max_offsets_per_trigger=_want_int(kafka.get("max_offsets_per_trigger", 10_000), w,
                                           "max_offsets_per_trigger", 1, 2**31 - 1),
-        extra_options=_want_options(kafka.get("options", {}), w, "options"),
+        extra_options=options,
     )

@@ -1,0 +1,91 @@
+"""Issue 42, secure Kafka (client side): the SASL password from a file or the environment, never
+a TOML literal nor printed; the same settings for the Java clients (Spark's source, the warm-up
+and metrics consumers: ``[kafka] options`` with the SASL login) and the Python ones (preflight,
+topic creation, the producer: ``connectors.kafka_client.python_options``); `connect properties`
+masks the database password."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from connectors.kafka_client import masked, python_options
+from core.config import dump_toml
+from core.errors import ConfigError
+from streaming_app.settings import parse_config
+
+TABLES = [{"name": "t", "topic": "sec.t", "primary_key": "id", "columns": {"id": "long"}}]
+SECRET = "s3cr3t-\"quoted\"-pw"
+TLS = {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+       "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/etc/kafka/ca.pem"}
+
+
+def kafka_cfg(tmp_path, monkeypatch, **kafka):
+    monkeypatch.delenv("IVMSTREAM_KAFKA_PASSWORD", raising=False)
+    data = {"kafka": {"bootstrap_servers": "127.0.0.1:9093", **kafka}, "tables": TABLES}
+    path = tmp_path / "job.toml"
+    path.write_text(dump_toml(data))
+    from streaming_app.settings import load_config
+
+    return load_config(path).kafka
+
+
+def test_password_file_relative_to_the_config_and_the_sasl_login_for_both_clients(tmp_path, monkeypatch):
+    (tmp_path / "kafka.pw").write_text(SECRET + "\n")
+    k = kafka_cfg(tmp_path, monkeypatch, options=TLS, username="ivm", password_file="kafka.pw")
+    assert k.password == SECRET and SECRET not in repr(k)
+    jaas = dict(k.extra_options)["kafka.sasl.jaas.config"]
+    assert jaas == ('org.apache.kafka.common.security.scram.ScramLoginModule required username="ivm" '
+                    'password="s3cr3t-\\"quoted\\"-pw";')
+    assert python_options(k) == {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                                 "sasl_plain_username": "ivm", "sasl_plain_password": SECRET,
+                                 "ssl_cafile": "/etc/kafka/ca.pem", "ssl_check_hostname": True}
+
+
+def test_password_from_the_environment_and_plain_text_without_options(tmp_path, monkeypatch):
+    assert python_options(kafka_cfg(tmp_path, monkeypatch)) == {}
+    monkeypatch.setenv("IVMSTREAM_KAFKA_PASSWORD", "from-env")
+    data = {"kafka": {"username": "ivm", "options": {**TLS, "kafka.ssl.endpoint.identification.algorithm": ""}},
+            "tables": TABLES}
+    k = parse_config(data).kafka
+    assert k.password == "from-env" and python_options(k)["ssl_check_hostname"] is False
+
+
+@pytest.mark.parametrize("kafka, says", [
+    ({"username": "ivm", "options": TLS}, "needs a password"),
+    ({"password_file": "x"}, "password_file needs username"),
+    ({"username": "ivm", "password_file": "/nonexistent/pw", "options": TLS}, "cannot be read"),
+    ({"username": "ivm", "password_file": "/dev/null", "options": TLS}, "is empty"),
+])
+def test_kafka_secret_mistakes_are_one_line(monkeypatch, kafka, says):
+    monkeypatch.delenv("IVMSTREAM_KAFKA_PASSWORD", raising=False)
+    with pytest.raises(ConfigError, match=says):
+        parse_config({"kafka": kafka, "tables": TABLES})
+
+
+def test_python_clients_refuse_what_they_cannot_follow(monkeypatch):
+    monkeypatch.setenv("IVMSTREAM_KAFKA_PASSWORD", "pw")
+    for user, options, says in (("u", {**TLS, "kafka.ssl.truststore.type": "JKS"}, "as PEM"),
+                                ("u", {**TLS, "kafka.ssl.keystore.location": "/k.p12"}, "client certificates"),
+                                (None, {"kafka.security.protocol": "SASL_SSL"}, "needs username")):
+        kafka = {"options": options, **({"username": user} if user else {})}
+        k = parse_config({"kafka": kafka, "tables": TABLES}).kafka
+        with pytest.raises(ConfigError, match=says):
+            python_options(k)
+    with pytest.raises(ConfigError, match="PLAIN, SCRAM"):
+        parse_config({"kafka": {"username": "u", "options": {"kafka.sasl.mechanism": "GSSAPI"}}, "tables": TABLES})
+
+
+def test_connect_properties_masks_the_database_password(tmp_path):
+    data = {"kafka": {"bootstrap_servers": "127.0.0.1:29092"},
+            "debezium": {"connector": "postgres", "database": "shop", "topic_prefix": "pg", "password": "db-pw-42"},
+            "tables": [{"name": "items", "topic": "pg.public.items", "primary_key": "id", "columns": {"id": "long"}}]}
+    (tmp_path / "job.toml").write_text(dump_toml(data))
+    r = subprocess.run([sys.executable, "-m", "streaming_app", "connect", "properties", "--config",
+                        str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "db-pw-42" not in r.stdout and json.loads(r.stdout)["config"]["database.password"] == "********"
+    assert masked({"a.password": "", "user": "x"}) == {"a.password": "", "user": "x"}
