@@ -55,7 +55,7 @@ def _send(prod, table, live, rng, n, self_loops):
 def test_triangles_and_views_equal_networkx(kafka_broker, spark, tmp_path):
     cfg = _config(tmp_path, kafka_broker.bootstrap)
     table = cfg.table("edges")
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     rng, live, loops = random.Random(3), {}, []
     prod = CdcProducer(kafka_broker.bootstrap)
     _send(prod, table, live, rng, 250, loops)

@@ -33,7 +33,7 @@ def test_sigkill_inside_graph_maintainers(kafka_broker, spark, tmp_path):
     }
     cfg = parse_config(data)
     (tmp_path / "job.toml").write_text(dump_toml(data))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     rng, live, loops = random.Random(11), {}, []
     prod = CdcProducer(kafka_broker.bootstrap)
     _send(prod, cfg.table("edges"), live, rng, 200, loops)
@@ -79,7 +79,7 @@ def test_sigkill_inside_snapshot_writes_then_restore(kafka_broker, spark, tmp_pa
     }
     cfg = parse_config(data)
     (tmp_path / "job.toml").write_text(dump_toml(data))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     rng, live, loops = random.Random(5), {}, []
     prod = CdcProducer(kafka_broker.bootstrap)
     _send(prod, cfg.table("edges"), live, rng, 200, loops)

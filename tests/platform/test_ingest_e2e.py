@@ -37,7 +37,7 @@ def test_cdc_to_mirrors_quarantine_and_batches(kafka_broker, spark, tmp_path, de
     _, cfg = job_config(tmp_path, kafka_broker.bootstrap, name=f"e2e_{decode}", max_offsets=120,
                         topic_prefix=f"e2e_{decode}")
     cfg = dataclasses.replace(cfg, decode=decode)
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     hist = History(cfg, seed=1)
     prod = CdcProducer(kafka_broker.bootstrap)
     hist.send(prod, 300)

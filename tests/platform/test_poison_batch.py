@@ -41,7 +41,7 @@ def _poison(topic: str) -> list[tuple[bytes | None, bytes | None, str]]:
 
 def test_poison_records_are_quarantined_and_the_stream_goes_on(kafka_broker, spark, tmp_path):
     _, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="poison", max_offsets=40, topic_prefix="poison")
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     items = cfg.table("items")
     hist = History(cfg, seed=5)
     prod = CdcProducer(kafka_broker.bootstrap)

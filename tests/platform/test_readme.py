@@ -84,7 +84,7 @@ def test_reading_the_lake_blocks_run_on_a_demo_lake(tmp_path, monkeypatch, kafka
     cfg = load_config(DEMO_DIR / "demo.toml").with_overrides(bootstrap_servers=kafka_broker.bootstrap, ui=False)
     cfg = dataclasses.replace(cfg, lake_root=lake, checkpoint_root=tmp_path / "ckpt",
                               kafka=dataclasses.replace(cfg.kafka, max_offsets_per_trigger=100_000))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     tpch = tpch_subset()
     data = {"sales": conform(cfg.table("sales"), read_rows(DEMO_DIR / "sales.csv"))}
     for t in TPCH_TABLES:

@@ -28,7 +28,7 @@ def test_sigkill_inside_batches_loses_nothing_and_counts_nothing_twice(kafka_bro
     data, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="recov", max_offsets=50, topic_prefix="recov")
     cfg_file = tmp_path / "job.toml"
     cfg_file.write_text(dump_toml(data))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     hist = History(cfg, seed=7)
     prod = CdcProducer(kafka_broker.bootstrap)
     hist.send(prod, 170)

@@ -58,7 +58,7 @@ def test_job_on_an_s3_lake_restart_and_one_writer(kafka_broker, s3_server, tmp_p
     store.use(cfg.s3)
     config = tmp_path / "job.toml"
     config.write_text(dump_toml(data))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     hist, rng, live, loops = History(cfg, seed=7), random.Random(7), {}, []
     prod = CdcProducer(kafka_broker.bootstrap)
     hist.send(prod, 200)

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 def test_stop_is_between_batches_and_restart_finishes(kafka_broker, spark, tmp_path):
     _, cfg = job_config(tmp_path, kafka_broker.bootstrap, name="stopper", max_offsets=50, topic_prefix="stopper")
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     hist = History(cfg, seed=9)
     prod = CdcProducer(kafka_broker.bootstrap)
     hist.send(prod, 320, with_bad=False)

@@ -122,7 +122,7 @@ class Campaign:
         self.path = self.root / "job.toml"
         self.path.write_text(dump_toml(self.data))
         self.bootstrap = bootstrap
-        create_topics(bootstrap, self.cfg.topics)
+        create_topics(bootstrap, self.cfg.topics, partitions=2)  # as written: keys over two partitions
         self.rng = random.Random(seed)
         self.hist = History(self.cfg, seed=seed)
         self.edges: dict = {}

@@ -140,7 +140,7 @@ def check_sketches(spark, cfg, names):
 def test_three_sketches_stream_equal_oracle_and_skip(kafka_broker, spark, tmp_path):
     data = config_data(tmp_path, kafka_broker.bootstrap, max_offsets=350)
     cfg = parse_config(data)
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     rows = tpch_rows(cfg)
     prod = CdcProducer(kafka_broker.bootstrap)
     send_snapshot(prod, cfg, rows)

@@ -46,7 +46,7 @@ def test_sketches_survive_sigkill(kafka_broker, spark, tmp_path):
     cfg = parse_config(data)
     path = tmp_path / "job.toml"
     path.write_text(dump_toml(data))
-    create_topics(kafka_broker.bootstrap, cfg.topics)
+    create_topics(kafka_broker.bootstrap, cfg.topics, partitions=2)  # as written: keys over two partitions
     rows = tpch_rows(cfg, n_orders=30)
     rows["customer"] = rows["customer"][:30]
     prod = CdcProducer(kafka_broker.bootstrap)
