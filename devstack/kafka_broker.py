@@ -23,6 +23,7 @@ from kafka.errors import KafkaError
 
 from connectors.kafka import BrokerError
 from core.jars import kafka_classpath
+from devstack.broker_security import BrokerSecurity
 from devstack.process import LOOPBACK, free_port, port_open
 from devstack.server import JvmServer
 
@@ -43,6 +44,7 @@ class EmbeddedBroker(JvmServer):
     home: Path
     port: int = 9092
     heap: str = "512m"
+    security: BrokerSecurity | None = None  # SASL_SSL (SCRAM-SHA-512 over TLS) on ``port``: broker_security
 
     title = "Kafka broker"
     kind = "broker"
@@ -63,16 +65,36 @@ class EmbeddedBroker(JvmServer):
     def address(self) -> dict:
         return {"bootstrap": self.bootstrap}
 
+    @property
+    def internal_port(self) -> int | None:
+        """A secure broker's own plain-text loopback listener (its readiness probe, inter-broker)."""
+        p = self.home / "internal.port"
+        return int(p.read_text()) if self.security and p.exists() else None
+
+    def _listeners(self, controller_port: int) -> dict[str, str]:
+        if self.security is None:
+            return {"listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{controller_port}",
+                    "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"}
+        if self.internal_port is None:
+            (self.home / "internal.port").write_text(str(free_port()))
+        internal = f"INTERNAL://{LOOPBACK}:{self.internal_port}"
+        return {"listeners": f"SASL_SSL://{LOOPBACK}:{self.port},{internal},CONTROLLER://{LOOPBACK}:{controller_port}",
+                "advertised.listeners": f"SASL_SSL://{LOOPBACK}:{self.port},{internal}",
+                "inter.broker.listener.name": "INTERNAL",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_SSL:SASL_SSL",
+                **self.security.properties(self.home)}
+
     def _write_config(self, controller_port: int) -> None:
+        if self.security is not None:
+            self.security.certificates(self.home)
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{self.port},CONTROLLER://{LOOPBACK}:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{self.port}",
+            **self._listeners(controller_port),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "log.dirs": str(self.data_dir),
             "num.partitions": "2",
             "offsets.topic.replication.factor": "1",
@@ -88,6 +110,7 @@ class EmbeddedBroker(JvmServer):
             "log.retention.bytes": str(RETENTION_BYTES),
             "log.segment.bytes": str(SEGMENT_BYTES),
         }
+        self.config_file.touch(mode=0o600)  # a secure broker's holds its keystore password
         self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def launch(self, timeout_s: float) -> int:
@@ -98,7 +121,8 @@ class EmbeddedBroker(JvmServer):
             cport_file.write_text(str(controller_port))
             self._write_config(controller_port)
             cmd = ["java", f"-Xmx{self.heap}", "-Xms128m", log4j, "-cp", kafka_classpath(),
-                   "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.config_file)]
+                   "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.config_file),
+                   *(self.security.format_args() if self.security else ())]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if r.returncode != 0:
                 raise BrokerError(f"formatting Kafka storage in {self.data_dir} failed:\n{r.stdout}\n{r.stderr}")
@@ -112,7 +136,8 @@ class EmbeddedBroker(JvmServer):
         if not port_open(self.port):
             return "its port is closed"
         try:
-            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000,
+            probe = f"{LOOPBACK}:{self.internal_port}" if self.security else self.bootstrap
+            admin = KafkaAdminClient(bootstrap_servers=probe, request_timeout_ms=3000,
                                      client_id="ivmstream-probe")
             try:
                 admin.list_topics()

@@ -89,3 +89,48 @@ def test_connect_properties_masks_the_database_password(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "db-pw-42" not in r.stdout and json.loads(r.stdout)["config"]["database.password"] == "********"
     assert masked({"a.password": "", "user": "x"}) == {"a.password": "", "user": "x"}
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_one_line(tmp_path):
+    """The embedded broker with SASL_SSL (SCRAM-SHA-512, keytool certificates, loopback):
+    `ivmstream produce` and `ivmstream run` reach it with the config's options and password
+    file, the mirror holds what was produced; a wrong password ends the job in one line."""
+    import deltalake
+
+    from devstack.broker_security import BrokerSecurity
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
+
+    broker = EmbeddedBroker(tmp_path / "kafka", port=free_port(), security=BrokerSecurity("ivm", "right-pw-7"))
+    broker.start()
+    try:
+        ca = broker.security.ca_file(broker.home).read_text()
+        assert ca.startswith("-----BEGIN CERTIFICATE-----")
+        (tmp_path / "kafka.pw").write_text("right-pw-7\n")
+        data = {"job": {"name": "secure", "lake_root": str(tmp_path / "lake"), "checkpoint_root": str(tmp_path / "ck")},
+                "kafka": {**broker.security.client_section(broker.home, broker.bootstrap), "password_file": "kafka.pw"},
+                "spark": {"master": "local[1]", "ui": False},
+                "tables": [{"name": "t", "topic": "sec.t", "primary_key": "id",
+                            "columns": {"id": "long", "v": "string"}}]}
+        path = tmp_path / "job.toml"
+        path.write_text(dump_toml(data))
+        (tmp_path / "t.csv").write_text("id,v\n1,a\n2,b\n3,c\n")
+        cli = [sys.executable, "-m", "streaming_app"]
+        r = subprocess.run([*cli, "produce", "--config", str(path), "--table", "t", "--file", str(tmp_path / "t.csv")],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        run = [*cli, "run", "--config", str(path), "--available-now", "--no-ui"]
+        r = subprocess.run(run, capture_output=True, text=True, timeout=400)
+        assert r.returncode == 0 and "batch     0:" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+        rows = deltalake.DeltaTable(str(tmp_path / "lake" / "mirrors" / "t")).to_pyarrow_table().to_pylist()
+        assert sorted((x["id"], x["v"]) for x in rows) == [(1, "a"), (2, "b"), (3, "c")]
+        assert "right-pw-7" not in r.stdout + r.stderr
+
+        (tmp_path / "kafka.pw").write_text("wrong-pw-9\n")
+        r = subprocess.run(run, capture_output=True, text=True, timeout=400)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "refused the job's connection as 'ivm'" in r.stderr and "wrong-pw-9" not in r.stdout + r.stderr
+    finally:
+        broker.stop()
