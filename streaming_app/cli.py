@@ -46,9 +46,16 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 def _broker(args):
+    from devstack.broker_security import BrokerSecurity
     from devstack.kafka_broker import EmbeddedBroker
 
-    return EmbeddedBroker(Path(args.dir), port=args.port)
+    security = None
+    if getattr(args, "sasl_user", None):
+        password = env("kafka_password")
+        if not password:
+            raise ConfigError("broker --sasl-user needs the user's password in IVMSTREAM_KAFKA_PASSWORD")
+        security = BrokerSecurity(args.sasl_user, password)
+    return EmbeddedBroker(Path(args.dir), port=args.port, security=security)
 
 def cmd_broker(args) -> int:
     b = _broker(args)
@@ -61,6 +68,9 @@ def cmd_broker(args) -> int:
         b.start()
         print(f"Kafka broker ready on {b.bootstrap} (pid {b.pid()}, {time.monotonic() - t0:.1f}s); "
               f"data in {b.data_dir}")
+        if b.security is not None:  # what a job's [kafka] section says to reach it (the password stays in the env)
+            print("SASL_SSL (SCRAM-SHA-512); the job's [kafka]: "
+                  + json.dumps(b.security.client_section(b.home, b.bootstrap)))
     elif args.action == "stop":
         print("stopped" if b.stop() else "no broker was running")
     else:
@@ -250,6 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_env_help("listener port (default 9092)", "broker_port"))
     b.add_argument("--dir", type=non_empty, default=env("broker_dir", str(DEFAULT_BROKER_DIR)),
                    help=_env_help("broker home: config, data, log, pid", "broker_dir"))
+    b.add_argument("--sasl-user", default=None,
+                   help="start: SASL_SSL only (SCRAM-SHA-512 over TLS, certificates made with keytool) for this "
+                        "user, its password from IVMSTREAM_KAFKA_PASSWORD; set at the broker's first start "
+                        "(a new --dir)")
     b.set_defaults(fn=cmd_broker)
 
     s3 = sub.add_parser("s3", help="run the local S3-API server (S3Proxy, filesystem backend, loopback)")

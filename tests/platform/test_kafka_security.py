@@ -7,8 +7,10 @@ masks the database password."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,30 +96,32 @@ def test_connect_properties_masks_the_database_password(tmp_path):
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_one_line(tmp_path):
-    """The embedded broker with SASL_SSL (SCRAM-SHA-512, keytool certificates, loopback):
-    `ivmstream produce` and `ivmstream run` reach it with the config's options and password
-    file, the mirror holds what was produced; a wrong password ends the job in one line."""
+    """The embedded broker with SASL_SSL (`ivmstream broker start --sasl-user`: SCRAM-SHA-512,
+    keytool certificates, loopback) prints the [kafka] section that reaches it; with it and a
+    password file `ivmstream produce` and `ivmstream run` go through it and the mirror holds what
+    was produced; a wrong password ends the job in one line."""
     import deltalake
 
-    from devstack.broker_security import BrokerSecurity
-    from devstack.kafka_broker import EmbeddedBroker
     from devstack.process import free_port
 
-    broker = EmbeddedBroker(tmp_path / "kafka", port=free_port(), security=BrokerSecurity("ivm", "right-pw-7"))
-    broker.start()
+    cli = [sys.executable, "-m", "streaming_app"]
+    flags = ["--port", str(free_port()), "--dir", str(tmp_path / "kafka")]
+    r = subprocess.run([*cli, "broker", "start", *flags, "--sasl-user", "ivm"], capture_output=True, text=True,
+                       timeout=180, env={**os.environ, "IVMSTREAM_KAFKA_PASSWORD": "right-pw-7"})
     try:
-        ca = broker.security.ca_file(broker.home).read_text()
+        assert r.returncode == 0 and "right-pw-7" not in r.stdout + r.stderr, r.stdout + r.stderr
+        section = json.loads(r.stdout.split("the job's [kafka]: ", 1)[1])
+        ca = Path(section["options"]["kafka.ssl.truststore.location"]).read_text()
         assert ca.startswith("-----BEGIN CERTIFICATE-----")
         (tmp_path / "kafka.pw").write_text("right-pw-7\n")
         data = {"job": {"name": "secure", "lake_root": str(tmp_path / "lake"), "checkpoint_root": str(tmp_path / "ck")},
-                "kafka": {**broker.security.client_section(broker.home, broker.bootstrap), "password_file": "kafka.pw"},
+                "kafka": {**section, "password_file": "kafka.pw"},
                 "spark": {"master": "local[1]", "ui": False},
                 "tables": [{"name": "t", "topic": "sec.t", "primary_key": "id",
                             "columns": {"id": "long", "v": "string"}}]}
         path = tmp_path / "job.toml"
         path.write_text(dump_toml(data))
         (tmp_path / "t.csv").write_text("id,v\n1,a\n2,b\n3,c\n")
-        cli = [sys.executable, "-m", "streaming_app"]
         r = subprocess.run([*cli, "produce", "--config", str(path), "--table", "t", "--file", str(tmp_path / "t.csv")],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -133,4 +137,5 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stdout[-3000:] + r.stderr[-3000:]
         assert "refused the job's connection as 'ivm'" in r.stderr and "wrong-pw-9" not in r.stdout + r.stderr
     finally:
-        broker.stop()
+        stop = subprocess.run([*cli, "broker", "stop", *flags], capture_output=True, text=True, timeout=120)
+    assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
