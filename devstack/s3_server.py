@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import IvmError
+from core.config.s3 import LOCAL_ACCESS_KEY, LOCAL_SECRET_KEY
 from core.jars import s3proxy_classpath
 from devstack.process import LOOPBACK, port_open
 from devstack.server import JvmServer
@@ -32,10 +33,8 @@ S3PROXY_MAIN = "org.gaul.s3proxy.Main"
 DEFAULT_PORT = 9333
 DEFAULT_BUCKET = "lake"
 REGION = "us-east-1"
-# The key pair of a local server when AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set: it
-# listens on loopback only and guards throwaway data, like a database's development password.
-LOCAL_ACCESS_KEY = "ivmstream"
-LOCAL_SECRET_KEY = "ivmstream-local-secret"
+# The key pair of a local server when AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set: the
+# schema's, which a job with a loopback endpoint and no keys uses too (core.config.s3).
 
 
 class S3ServerError(IvmError):

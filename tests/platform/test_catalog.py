@@ -52,8 +52,8 @@ print(json.dumps({"names": names, "mirror": mirror, "records": batches, "triangl
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_the_jobs_tables_by_name_in_a_derby_metastore(kafka_broker, tmp_path):
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer
 
     conf = {"spark.sql.catalogImplementation": "hive",
             "spark.hadoop.javax.jdo.option.ConnectionURL":

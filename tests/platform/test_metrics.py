@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from connectors.local_process import free_port
+from devstack.process import free_port
 from core.config import dump_toml
 from streaming_app.metrics import JobMetrics, MetricsServer
 from streaming_app.settings import parse_config
@@ -124,8 +124,8 @@ def test_scraped_while_the_job_drains_a_topic(kafka_broker, tmp_path):
     """`ivmstream run` with [metrics] on: scraped over HTTP while it drains 600 records in batches
     of 100, the lag per partition falls to 0 as records_total reaches what was sent, the age of
     the last batch is a few seconds, and Spark's own servlet answers on the UI's port."""
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer
 
     port, ui_port = free_port(), free_port()
     topic = f"m.{tmp_path.name[-10:]}"
@@ -203,8 +203,8 @@ def test_submit_turns_on_sparks_prometheus_servlet_with_metrics(tmp_path):
 def test_spark_jobs_of_a_batch_are_labelled_by_their_step(kafka_broker, spark, tmp_path):
     """Issue 42, the Spark UI: each Spark job a batch starts shows its step as description and
     as call site (not a path into the virtualenv), the mirror's lookups included."""
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer
     from streaming_app.runner import run_job
 
     topic = f"lbl.{tmp_path.name[-10:]}"

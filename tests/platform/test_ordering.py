@@ -12,8 +12,8 @@ import sys
 import pytest
 from kafka import KafkaAdminClient
 
-from connectors.kafka_broker import create_topics
-from connectors.producer import CdcProducer
+from connectors.kafka import create_topics
+from devstack.producer import CdcProducer
 from core.config import dump_toml
 from streaming_app import preflight
 from streaming_app.runner import run_job

@@ -81,8 +81,8 @@ def test_the_readme_s3_steps_with_no_keys_and_a_wrong_pair_in_one_line(kafka_bro
     are not the server's end in one line that says where they came from and what to export."""
     import os
 
-    from connectors.kafka_broker import create_topics
-    from connectors.producer import CdcProducer
+    from connectors.kafka import create_topics
+    from devstack.producer import CdcProducer
     from core.config import dump_toml
     from streaming_app.settings import parse_config
 
