@@ -16,6 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from connectors.kafka_client import security_properties
 from connectors.unwrap import unwrap_properties
 from core.config.debezium import converter_properties
 from core.errors import ConfigError, IvmError
@@ -131,6 +132,9 @@ def connector_properties(cfg) -> dict:
             # Every DDL with its binlog position, replayed at restart (one partition, required).
             "schema.history.internal.kafka.topic": f"schemahistory.{d.topic_prefix}",
             "schema.history.internal.kafka.bootstrap.servers": cfg.kafka.bootstrap_servers,
+            # the history's own producer and consumer reach a secure broker as the job does
+            **{f"schema.history.internal.{side}.{k}": v for k, v in security_properties(cfg.kafka).items()
+               for side in ("producer", "consumer")},
             # Debezium's default "long" wraps values above 2^63-1; precise sends Decimal(20,0).
             "bigint.unsigned.handling.mode": "precise",
         })

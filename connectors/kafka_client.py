@@ -59,6 +59,14 @@ def python_options(kafka: KafkaConfig) -> dict:
     return out
 
 
+def security_properties(kafka: KafkaConfig) -> dict[str, str]:
+    """The Java client settings of ``[kafka] options`` that say how to connect (``security.*``,
+    ``sasl.*``, ``ssl.*``, without their ``kafka.`` prefix): what a Kafka Connect worker and a
+    Debezium connector's own clients need to reach the same broker as the job."""
+    return {k.removeprefix("kafka."): v for k, v in kafka.extra_options
+            if k.removeprefix("kafka.").startswith(("security.", "sasl.", "ssl."))}
+
+
 def masked(props: dict) -> dict:
     """``props`` with every secret value replaced: passwords and SASL logins (for printing)."""
     secret = ("password", "jaas.config", "secret")

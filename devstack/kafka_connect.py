@@ -14,7 +14,7 @@ connectors.connect.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from connectors.connect import ConnectError, quote_name, rest, wait_running
@@ -36,6 +36,9 @@ class EmbeddedConnect(JvmServer):
     heap: str = "512m"
     # The worker group and its internal topics; distinct groups can share one broker.
     group: str = "ivmstream-connect"
+    # How to reach a secure broker (connectors.kafka_client.security_properties of the job's
+    # [kafka]): for the worker itself and the producers, consumers and admin it makes.
+    client: dict = field(default_factory=dict, repr=False)
 
     title = "Kafka Connect"
     kind = "Kafka Connect worker"
@@ -53,7 +56,16 @@ class EmbeddedConnect(JvmServer):
         return self.home / "connect-distributed.properties"
 
     # ---- process ----------------------------------------------------------------------
+    def worker_properties(self) -> dict[str, str]:
+        """The worker's properties file as a dict (secrets included: it is written 0600)."""
+        secure = {f"{prefix}{k}": v for k, v in self.client.items() for prefix in ("", "producer.", "consumer.", "admin.")}
+        return {**self._base_properties(), **secure}
+
     def _write_config(self) -> None:
+        self.config_file.touch(mode=0o600)  # it may hold the broker login
+        self.config_file.write_text("".join(f"{k}={v}\n" for k, v in self.worker_properties().items()))
+
+    def _base_properties(self) -> dict[str, str]:
         props = {
             "bootstrap.servers": self.bootstrap,
             "group.id": self.group,
@@ -85,7 +97,7 @@ class EmbeddedConnect(JvmServer):
             # asks for (topic.creation.default.*); the broker does not auto-create topics.
             "topic.creation.enable": "true",
         }
-        self.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return props
 
     def launch(self, timeout_s: float) -> int:
         self._write_config()

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from connectors.connect import connector_properties, rest, wait_running
-from connectors.kafka_client import masked, python_options
+from connectors.kafka_client import masked, python_options, security_properties
 from core.config import ENV, REPO_ROOT, env
 from core.errors import ConfigError
 from devstack.kafka_connect import EmbeddedConnect
@@ -106,7 +106,9 @@ def cmd_connect(args) -> int:
                          indent=2))  # the database password never prints
         return 0
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
-    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args))
+    # with --config, the worker reaches the broker as that job does ([kafka] options and login)
+    client = security_properties(load_config(args.config).kafka) if args.config else {}
+    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args), client=client)
     if args.action == "start":
         t0 = time.monotonic()
         w.start()

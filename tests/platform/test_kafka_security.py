@@ -139,3 +139,27 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
     finally:
         stop = subprocess.run([*cli, "broker", "stop", *flags], capture_output=True, text=True, timeout=120)
     assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
+
+
+def test_connect_worker_and_debeziums_history_clients_reach_the_broker_as_the_job(tmp_path, monkeypatch):
+    from connectors.connect import connector_properties
+    from connectors.kafka_client import security_properties
+    from devstack.kafka_connect import EmbeddedConnect
+
+    monkeypatch.setenv("IVMSTREAM_KAFKA_PASSWORD", "pw-for-connect")
+    cfg = parse_config({"kafka": {"bootstrap_servers": "127.0.0.1:9093", "username": "ivm", "options": TLS},
+                        "debezium": {"connector": "mysql", "database": "shop", "topic_prefix": "my"},
+                        "tables": [{"name": "items", "topic": "my.shop.items", "primary_key": "id",
+                                    "columns": {"id": "long"}}]})
+    sec = security_properties(cfg.kafka)
+    assert sec["security.protocol"] == "SASL_SSL" and sec["ssl.truststore.type"] == "PEM"
+    assert "pw-for-connect" in sec["sasl.jaas.config"] and not any(k.startswith("kafka.") for k in sec)
+    worker = EmbeddedConnect(tmp_path, client=sec).worker_properties()
+    for prefix in ("", "producer.", "consumer.", "admin."):
+        assert worker[f"{prefix}security.protocol"] == "SASL_SSL"
+        assert worker[f"{prefix}sasl.jaas.config"] == sec["sasl.jaas.config"]
+    props = connector_properties(cfg)
+    for side in ("producer", "consumer"):
+        assert props[f"schema.history.internal.{side}.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert "pw-for-connect" not in json.dumps(masked(props))
+    assert "pw-for-connect" not in repr(EmbeddedConnect(tmp_path, client=sec))
