@@ -59,8 +59,10 @@ ENV = {
     "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
     "aws_endpoint_url": "AWS_ENDPOINT_URL",
     "aws_region": "AWS_REGION",
-    # The SASL password of [kafka] username when no password_file is given.
+    # The SASL password of [kafka] username when no password_file is given, and the database
+    # password of [debezium] when neither password nor password_file is.
     "kafka_password": "IVMSTREAM_KAFKA_PASSWORD",
+    "db_password": "IVMSTREAM_DB_PASSWORD",
     # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
     "kill_at": "IVMSTREAM_KILL_AT",
 }
@@ -199,3 +201,18 @@ def _mode(value: Any, allowed: tuple[str, ...], w: str, key: str) -> str:
     if value not in allowed:
         raise ConfigError(f"{w}: {key} {value!r} is not one of {', '.join(allowed)}")
     return value
+
+
+def read_secret(value: Any, base: Path, w: str, key: str) -> str:
+    """A secret kept in a file (``key = "path"``, relative to the config file): its first line.
+    The path may be named in a message, the secret never."""
+    path = Path(_want_str(value, w, key))
+    path = path if path.is_absolute() else base / path
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"{w}: {key} {path} cannot be read ({e.strerror or e})") from None
+    lines = text.splitlines()
+    if not lines or not lines[0]:
+        raise ConfigError(f"{w}: {key} {path} is empty (the secret is its first line)")
+    return lines[0]

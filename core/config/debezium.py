@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _mode, _shown, _want_int, _want_number, _want_options
+from core.config.common import (_check_keys, _mode, _shown, _want_int, _want_number, _want_options, env,
+                                read_secret)
 from core.config.tables import DECIMAL_MODES, ENCODINGS, TIME_MODES
 
 CONNECTORS = ("postgres", "mysql")
-_DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "schema", "topic_prefix", "connector_name",
+_DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "password_file", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
                   "connect_url", "properties", "encoding"}
 _REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s", "give_up_s"}
@@ -33,7 +35,8 @@ class DebeziumConfig:
     port: int = 5432
     database: str = "postgres"
     user: str = "postgres"
-    password: str = ""
+    # the database password: password_file, else IVMSTREAM_DB_PASSWORD, else a TOML literal
+    password: str = field(default="", repr=False)
     schema: str = "public"
     topic_prefix: str = "dbserver1"
     connector_name: str = "ivmstream"
@@ -46,7 +49,7 @@ class DebeziumConfig:
     extra: tuple[tuple[str, str], ...] = ()  # further connector properties, passed as given
 
 
-def _debezium(raw: dict, where: str) -> DebeziumConfig:
+def _debezium(raw: dict, where: str, base: Path | None = None) -> DebeziumConfig:
     w = f"{where}: [debezium]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{w}: must be a table")
@@ -63,6 +66,12 @@ def _debezium(raw: dict, where: str) -> DebeziumConfig:
             if not isinstance(raw[k], str) or (k != "password" and not raw[k]):
                 raise ConfigError(f"{w}: {k} must be a non-empty string, got {raw[k]!r}")
             kw[k] = raw[k]
+    if "password_file" in raw:
+        if "password" in raw:
+            raise ConfigError(f"{w}: give password_file or password, not both")
+        kw["password"] = read_secret(raw["password_file"], base or Path.cwd(), w, "password_file")
+    elif "password" not in raw and env("db_password") is not None:
+        kw["password"] = env("db_password")
     if "port" in raw:
         if isinstance(raw["port"], bool) or not isinstance(raw["port"], int) or not 0 < raw["port"] < 65536:
             raise ConfigError(f"{w}: port must be an integer in 1..65535, got {raw['port']!r}")

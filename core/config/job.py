@@ -115,7 +115,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
                               f"got {_shown(data[section])}")
-    dbz = _debezium(data["debezium"], where) if "debezium" in data else None
+    dbz = _debezium(data["debezium"], where, base) if "debezium" in data else None
     job = data.get("job", {})
     w = f"{where}: [job]"
     _check_keys(job, _JOB_KEYS, w)

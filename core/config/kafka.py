@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_int, _want_options, _want_str, env
+from core.config.common import _check_keys, _want_int, _want_options, _want_str, env, read_secret
 
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 STARTING_OFFSETS = ("earliest", "latest")
@@ -78,16 +78,7 @@ def _password(kafka: dict, w: str, base: Path) -> str | None:
     """The SASL password: from ``password_file`` (its first line; relative to the config file),
     else IVMSTREAM_KAFKA_PASSWORD; never a TOML literal, never in a message."""
     if "password_file" in kafka:
-        path = Path(_want_str(kafka["password_file"], w, "password_file"))
-        path = path if path.is_absolute() else base / path
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise ConfigError(f"{w}: password_file {path} cannot be read ({e.strerror or e})") from None
-        lines = text.splitlines()
-        if not lines or not lines[0]:
-            raise ConfigError(f"{w}: password_file {path} is empty (the password is its first line)")
-        return lines[0]
+        return read_secret(kafka["password_file"], base, w, "password_file")
     return env("kafka_password")
 
 

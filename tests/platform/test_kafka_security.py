@@ -163,3 +163,21 @@ def test_connect_worker_and_debeziums_history_clients_reach_the_broker_as_the_jo
         assert props[f"schema.history.internal.{side}.sasl.mechanism"] == "SCRAM-SHA-512"
     assert "pw-for-connect" not in json.dumps(masked(props))
     assert "pw-for-connect" not in repr(EmbeddedConnect(tmp_path, client=sec))
+
+
+def test_the_database_password_from_a_file_or_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv("IVMSTREAM_DB_PASSWORD", raising=False)
+    (tmp_path / "db.pw").write_text("db-secret\n")
+    dbz = {"connector": "postgres", "database": "shop", "topic_prefix": "pg"}
+    table = [{"name": "items", "topic": "pg.public.items", "primary_key": "id", "columns": {"id": "long"}}]
+    path = tmp_path / "job.toml"
+    path.write_text(dump_toml({"debezium": {**dbz, "password_file": "db.pw"}, "tables": table}))
+    from streaming_app.settings import load_config
+
+    d = load_config(path).debezium
+    assert d.password == "db-secret" and "db-secret" not in repr(d)
+    monkeypatch.setenv("IVMSTREAM_DB_PASSWORD", "from-env")
+    assert parse_config({"debezium": dbz, "tables": table}).debezium.password == "from-env"
+    assert parse_config({"debezium": {**dbz, "password": "literal"}, "tables": table}).debezium.password == "literal"
+    with pytest.raises(ConfigError, match="not both"):
+        parse_config({"debezium": {**dbz, "password": "x", "password_file": "db.pw"}, "tables": table})
