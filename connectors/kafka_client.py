@@ -16,9 +16,6 @@ from core.errors import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# Java client settings that change nothing for a Python client's connection, passed over.
-_IGNORED = {"sasl.jaas.config", "ssl.truststore.type", "ssl.truststore.location", "ssl.endpoint.identification.algorithm",
-            "security.protocol", "sasl.mechanism", "ssl.protocol", "ssl.enabled.protocols"}
 
 
 def python_options(kafka: KafkaConfig) -> dict:

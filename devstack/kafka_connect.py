@@ -58,7 +58,8 @@ class EmbeddedConnect(JvmServer):
     # ---- process ----------------------------------------------------------------------
     def worker_properties(self) -> dict[str, str]:
         """The worker's properties file as a dict (secrets included: it is written 0600)."""
-        secure = {f"{prefix}{k}": v for k, v in self.client.items() for prefix in ("", "producer.", "consumer.", "admin.")}
+        secure = {f"{prefix}{k}": v for k, v in self.client.items()
+                  for prefix in ("", "producer.", "consumer.", "admin.")}
         return {**self._base_properties(), **secure}
 
     def _write_config(self) -> None:
