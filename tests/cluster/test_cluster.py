@@ -247,8 +247,10 @@ def test_lake_on_the_s3_server_driver_sigkill_then_restart(cluster, kafka_broker
     hist, live, sent = _produce(kafka_broker.bootstrap, cfg, seed=9)
     rc, out = _submit(tmp_path / "job.toml", cluster.url, kill_at="mirror.items:1")
     assert rc != 0 and "batch     0:" in out, out[-4000:]
+    assert "Py4JException" not in out and "StreamingQueryListenerBus" not in out, out[-4000:]  # issue 42, 6
     rc, out = _submit(tmp_path / "job.toml", cluster.url)
     assert rc == 0 and "Traceback" not in out, out[-4000:]
+    assert "SLF4J" not in out, out[-4000:]  # the AWS SDK's shaded notice (issue 42, blocker 6)
     assert "batch     1:" in out, out[-4000:]  # the killed batch ran again, whole
     _check(cfg, hist, live, sent)
 
