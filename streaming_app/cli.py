@@ -21,6 +21,7 @@ from connectors.kafka_client import python_options
 from core.config import ENV, REPO_ROOT, env
 from core.errors import ConfigError, IvmError
 from devstack import s3_server
+from devstack.broker_security import BrokerSecurity
 from devstack.producer import CdcProducer, RandomUpdates, conform, edge_events, read_edge_list, read_rows
 from devstack.registry import RegistryServer
 from devstack.s3_server import DEFAULT_PORT as S3_DEFAULT_PORT
@@ -46,7 +47,6 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
 def _broker(args):
-    from devstack.broker_security import BrokerSecurity
     from devstack.kafka_broker import EmbeddedBroker
 
     security = None
