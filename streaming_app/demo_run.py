@@ -246,7 +246,7 @@ def _send_changes(cfg, prod, gens: dict, duration_s: float, rate: float, sent, h
             if delay > 0:
                 halt.wait(delay)
 
-def _print_sketches(cfg) -> None:
+def print_sketches(cfg) -> None:
     """One line per sketch and partitioned table: its fragments and the share of the table's
     rows they hold (what a query reading through the sketch still scans)."""
     from connectors.delta_sink import Lake
@@ -366,7 +366,7 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
         print(f"tombstones        {t['tombstones']}")
         print(f"ms per batch      {feed.step_means()}")
         print(f"lake              {cfg.lake_root}  (mirrors/, quarantine, batches, sketches)")
-        _print_sketches(cfg)
+        print_sketches(cfg)
         if not caught_up:
             print("outputs           not compared with recounts: the job had not read everything produced "
                   "(run longer with --duration, or on a less busy machine)")

@@ -82,7 +82,7 @@ def summary(cfg, res, chain: str, source: str, compare: Callable, quarantine_not
     (src, dst) rows."""
     import networkx as nx
 
-    from streaming_app.demo_run import _print_sketches
+    from streaming_app.demo_run import print_sketches
 
     t = res.totals
     print(f"\n=== demo summary ({chain}) ===")
@@ -106,7 +106,7 @@ def summary(cfg, res, chain: str, source: str, compare: Callable, quarantine_not
     print(f"quarantine        {codes or 'empty'}  ({quarantine_note})")
     sc = deltalake.DeltaTable(str(lake / "schema_changes")).to_pyarrow_table().to_pylist()
     print(f"schema changes    {[(r['table'], r['column'], r['change']) for r in sc]}")
-    _print_sketches(cfg)
+    print_sketches(cfg)
     g = nx.Graph()
     g.add_edges_from(edges())
     want = sum(nx.triangles(g).values()) // 3

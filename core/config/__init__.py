@@ -9,7 +9,7 @@ file, the environment overrides neither silently: every flag shows its variable 
 Every mistake raises ``ConfigError`` naming the file, the section and the key.
 """
 
-from core.config.common import _NAME, ENV, MAX_FRAGMENTS, MAX_NAME_LEN, REPO_ROOT, env
+from core.config.common import NAME, ENV, MAX_FRAGMENTS, MAX_NAME_LEN, REPO_ROOT, env
 from core.config.debezium import DebeziumConfig, RegistryConfig
 from core.config.derived import SketchConfig, SketchSettings, StateSettings, TrianglesConfig, ViewConfig
 from core.config.job import JobConfig, dump_toml, parse_schema, read_config
@@ -24,7 +24,7 @@ from core.config.tables import DECIMAL_MODES, SIMPLE_TYPES, TIME_MODES, TableCon
 __all__ = [
     "DECIMAL_MODES", "ENV", "MAX_FRAGMENTS", "MAX_NAME_LEN", "REPO_ROOT", "SIMPLE_TYPES", "STARTING_OFFSETS",
     "TIME_MODES", "CatalogConfig", "DebeziumConfig", "JobConfig", "KafkaConfig", "MaintenanceConfig", "MetricsConfig", "RegistryConfig", "S3Config", "SketchConfig", "SketchSettings",
-    "SparkConfig", "StateSettings", "TableConfig", "TrianglesConfig", "ViewConfig", "_NAME", "check_bootstrap_servers",
+    "SparkConfig", "StateSettings", "TableConfig", "TrianglesConfig", "ViewConfig", "NAME", "check_bootstrap_servers",
     "check_starting_offsets", "dump_toml", "env", "parse_schema", "read_config",
     "parse_type", "sql_problem",
 ]

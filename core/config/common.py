@@ -77,14 +77,14 @@ def env(name: str, default: str | None = None) -> str | None:
 # Table, graph, view and column names become folder names and SQL identifiers: identifiers only.
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Job and sketch names may also hold '-' and '.', but not lead with them ('.', '..', '-x').
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_NAME_LEN = 128
 # A sketch is a bitset of this many fragments per table, rebuilt and stored every batch:
 # beyond a million it would cost more than reading the table it is meant to skip.
 MAX_FRAGMENTS = 1_000_000
 
 
-def _shown(v: Any) -> str:
+def shown(v: Any) -> str:
     """A TOML value for a message: its type and, when short, the value."""
     kinds = {bool: "the boolean", int: "the integer", float: "the number", str: "the string",
              list: "an array", dict: "a table"}
@@ -95,35 +95,35 @@ def _shown(v: Any) -> str:
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def _want_str(v: Any, w: str, key: str, *, empty: bool = False) -> str:
+def want_str(v: Any, w: str, key: str, *, empty: bool = False) -> str:
     if not isinstance(v, str) or (not empty and not v.strip()):
-        raise ConfigError(f"{w}: {key} must be a {'' if empty else 'non-empty '}string, got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be a {'' if empty else 'non-empty '}string, got {shown(v)}")
     return v
 
 
-def _want_int(v: Any, w: str, key: str, lo: int, hi: int | None = None) -> int:
+def want_int(v: Any, w: str, key: str, lo: int, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
         span = f"in {lo:,}..{hi:,}" if hi is not None else f">= {lo:,}"
-        raise ConfigError(f"{w}: {key} must be an integer {span}, got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be an integer {span}, got {shown(v)}")
     return v
 
 
-def _want_number(v: Any, w: str, key: str, lo: float, hi: float) -> float:
+def want_number(v: Any, w: str, key: str, lo: float, hi: float) -> float:
     # an int is compared as is: math.isfinite would overflow on TOML's unbounded integers
     if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
             or not lo <= v <= hi):
-        raise ConfigError(f"{w}: {key} must be a finite number in [{lo:g}, {hi:g}], got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be a finite number in [{lo:g}, {hi:g}], got {shown(v)}")
     return float(v)
 
 
-def _want_bool(v: Any, w: str, key: str) -> bool:
+def want_bool(v: Any, w: str, key: str) -> bool:
     if not isinstance(v, bool):
-        raise ConfigError(f"{w}: {key} must be true or false (a TOML boolean, unquoted), got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be true or false (a TOML boolean, unquoted), got {shown(v)}")
     return v
 
 
-def _want_name(v: Any, w: str, key: str, pattern: re.Pattern = _IDENT) -> str:
-    _want_str(v, w, key)
+def want_name(v: Any, w: str, key: str, pattern: re.Pattern = _IDENT) -> str:
+    want_str(v, w, key)
     if len(v) > MAX_NAME_LEN or not pattern.fullmatch(v):
         what = ("an identifier (a letter or '_', then letters, digits, '_')" if pattern is _IDENT else
                 "letters, digits, '_', '-', '.', starting with a letter, digit or '_'")
@@ -131,21 +131,21 @@ def _want_name(v: Any, w: str, key: str, pattern: re.Pattern = _IDENT) -> str:
     return v
 
 
-def _want_names(v: Any, w: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+def want_names(v: Any, w: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
     """A string or an array of strings (column names)."""
     items = [v] if isinstance(v, str) else v
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items) or (not items and not allow_empty):
-        raise ConfigError(f"{w}: {key} must be a column name or an array of column names, got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be a column name or an array of column names, got {shown(v)}")
     dup = sorted({x for x in items if items.count(x) > 1})
     if dup:
         raise ConfigError(f"{w}: {key} names {dup} more than once")
     return tuple(items)
 
 
-def _want_options(v: Any, w: str, key: str) -> tuple[tuple[str, str], ...]:
+def want_options(v: Any, w: str, key: str) -> tuple[tuple[str, str], ...]:
     """A TOML table of option = value (string, number or boolean), as strings."""
     if not isinstance(v, dict):
-        raise ConfigError(f"{w}: {key} must be a table of \"option\" = value, got {_shown(v)}")
+        raise ConfigError(f"{w}: {key} must be a table of \"option\" = value, got {shown(v)}")
     out = []
     for k, x in v.items():
         if not k.strip():
@@ -155,23 +155,23 @@ def _want_options(v: Any, w: str, key: str) -> tuple[tuple[str, str], ...]:
         elif isinstance(x, float) and not math.isfinite(x):
             raise ConfigError(f"{w}: {key}: {k!r} must be finite, got {x}")
         elif not isinstance(x, (str, int, float)):
-            raise ConfigError(f"{w}: {key}: {k!r} must be a string, number or boolean, got {_shown(x)}")
+            raise ConfigError(f"{w}: {key}: {k!r} must be a string, number or boolean, got {shown(x)}")
         out.append((k, str(x)))
     return tuple(out)
 
 
-def _entry(raw: Any, section: str, i: int, where: str) -> str:
+def entry_name(raw: Any, section: str, i: int, where: str) -> str:
     """The ``where`` of the i-th ``[[section]]`` entry; ConfigError unless it is a TOML table."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: [[{section}]] #{i + 1} must be a TOML table ([[{section}]] with "
-                          f"key = value lines), got {_shown(raw)}")
+                          f"key = value lines), got {shown(raw)}")
     name = raw.get("name")
     return f"{where}: [[{section}]] " + (repr(name) if isinstance(name, str) else f"#{i + 1}")
 
 
-def _check_keys(section: Any, allowed: set[str], where: str) -> None:
+def check_keys(section: Any, allowed: set[str], where: str) -> None:
     if not isinstance(section, dict):
-        raise ConfigError(f"{where}: must be a TOML table of key = value, got {_shown(section)}")
+        raise ConfigError(f"{where}: must be a TOML table of key = value, got {shown(section)}")
     unknown = set(section) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -180,7 +180,7 @@ def _check_keys(section: Any, allowed: set[str], where: str) -> None:
 _S3A = re.compile(r"s3a://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/\S*)?")
 
 
-def _path(value: Any, base: Path, where: str) -> Path | str:
+def config_path(value: Any, base: Path, where: str) -> Path | str:
     """A folder (a relative one against ``base``) or an ``s3a://bucket/path`` URI, kept a string
     (a ``Path`` would fold ``s3a://`` into ``s3a:/``)."""
     if not isinstance(value, str) or not value:
@@ -197,7 +197,7 @@ def _path(value: Any, base: Path, where: str) -> Path | str:
     return p if p.is_absolute() else (base / p).resolve()
 
 
-def _mode(value: Any, allowed: tuple[str, ...], w: str, key: str) -> str:
+def want_mode(value: Any, allowed: tuple[str, ...], w: str, key: str) -> str:
     if value not in allowed:
         raise ConfigError(f"{w}: {key} {value!r} is not one of {', '.join(allowed)}")
     return value
@@ -206,7 +206,7 @@ def _mode(value: Any, allowed: tuple[str, ...], w: str, key: str) -> str:
 def read_secret(value: Any, base: Path, w: str, key: str) -> str:
     """A secret kept in a file (``key = "path"``, relative to the config file): its first line.
     The path may be named in a message, the secret never."""
-    path = Path(_want_str(value, w, key))
+    path = Path(want_str(value, w, key))
     path = path if path.is_absolute() else base / path
     try:
         text = path.read_text()

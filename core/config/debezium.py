@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import (_check_keys, _mode, _shown, _want_int, _want_number, _want_options, env,
+from core.config.common import (check_keys, want_mode, shown, want_int, want_number, want_options, env,
                                 read_secret)
 from core.config.tables import DECIMAL_MODES, ENCODINGS, TIME_MODES
 
@@ -49,17 +49,17 @@ class DebeziumConfig:
     extra: tuple[tuple[str, str], ...] = ()  # further connector properties, passed as given
 
 
-def _debezium(raw: dict, where: str, base: Path | None = None) -> DebeziumConfig:
+def parse_debezium(raw: dict, where: str, base: Path | None = None) -> DebeziumConfig:
     w = f"{where}: [debezium]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{w}: must be a table")
-    _check_keys(raw, _DEBEZIUM_KEYS, w)
+    check_keys(raw, _DEBEZIUM_KEYS, w)
     d = DebeziumConfig()
-    kw: dict[str, Any] = {"connector": _mode(raw.get("connector", d.connector), CONNECTORS, w, "connector")}
+    kw: dict[str, Any] = {"connector": want_mode(raw.get("connector", d.connector), CONNECTORS, w, "connector")}
     if kw["connector"] == "mysql":  # MySQL's port; Debezium's MySQL default time mode
         d = DebeziumConfig(port=3306, user="root", time_precision_mode="adaptive_time_microseconds")
     if "server_id" in raw:
-        kw["server_id"] = _want_int(raw["server_id"], w, "server_id", 1, 2**32 - 1)
+        kw["server_id"] = want_int(raw["server_id"], w, "server_id", 1, 2**32 - 1)
     for k in ("host", "database", "user", "password", "schema", "topic_prefix", "connector_name",
               "slot_name", "publication_name", "connect_url"):
         if k in raw:
@@ -76,12 +76,12 @@ def _debezium(raw: dict, where: str, base: Path | None = None) -> DebeziumConfig
         if isinstance(raw["port"], bool) or not isinstance(raw["port"], int) or not 0 < raw["port"] < 65536:
             raise ConfigError(f"{w}: port must be an integer in 1..65535, got {raw['port']!r}")
         kw["port"] = raw["port"]
-    kw["decimal_handling_mode"] = _mode(raw.get("decimal_handling_mode", d.decimal_handling_mode),
+    kw["decimal_handling_mode"] = want_mode(raw.get("decimal_handling_mode", d.decimal_handling_mode),
                                         DECIMAL_MODES, w, "decimal_handling_mode")
-    kw["time_precision_mode"] = _mode(raw.get("time_precision_mode", d.time_precision_mode),
+    kw["time_precision_mode"] = want_mode(raw.get("time_precision_mode", d.time_precision_mode),
                                       TIME_MODES, w, "time_precision_mode")
-    kw["extra"] = _want_options(raw.get("properties", {}), w, "properties")
-    kw["encoding"] = _mode(raw.get("encoding", d.encoding), ENCODINGS, w, "encoding")
+    kw["extra"] = want_options(raw.get("properties", {}), w, "properties")
+    kw["encoding"] = want_mode(raw.get("encoding", d.encoding), ENCODINGS, w, "encoding")
     return replace(d, **kw)
 
 
@@ -108,26 +108,26 @@ class RegistryConfig:
 
 def parse_registry(raw: Any, where: str) -> RegistryConfig:
     w = f"{where}: [registry]"
-    _check_keys(raw, _REGISTRY_KEYS, w)
+    check_keys(raw, _REGISTRY_KEYS, w)
     if "url" not in raw:
         raise ConfigError(f"{w}: missing key 'url' (the registry's Confluent API root, e.g. "
                           "http://127.0.0.1:8081 or Apicurio's http://127.0.0.1:8080/apis/ccompat/v7)")
     url = raw["url"]
     if not isinstance(url, str) or not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
-        raise ConfigError(f"{w}: url must be an http:// or https:// URL, got {_shown(url)}")
+        raise ConfigError(f"{w}: url must be an http:// or https:// URL, got {shown(url)}")
     kw: dict[str, Any] = {"url": url.rstrip("/")}
     for k in ("user", "password", "token"):
         if k in raw:
             if not isinstance(raw[k], str) or not raw[k]:
-                raise ConfigError(f"{w}: {k} must be a non-empty string, got {_shown(raw[k])}")
+                raise ConfigError(f"{w}: {k} must be a non-empty string, got {shown(raw[k])}")
             kw[k] = raw[k]
     if ("user" in kw) != ("password" in kw):
         raise ConfigError(f"{w}: basic auth needs both user and password")
     if "token" in kw and "user" in kw:
         raise ConfigError(f"{w}: give user + password (basic auth) or token (bearer), not both")
     for k, default, hi in (("timeout_s", 10.0, 600.0), ("retry_s", 5.0, 3600.0)):
-        kw[k] = float(_want_number(raw.get(k, default), w, k, 0.001, hi))
-    kw["give_up_s"] = float(_want_number(raw.get("give_up_s", 0.0), w, "give_up_s", 0.0, 10.0**7))
+        kw[k] = float(want_number(raw.get(k, default), w, k, 0.001, hi))
+    kw["give_up_s"] = float(want_number(raw.get("give_up_s", 0.0), w, "give_up_s", 0.0, 10.0**7))
     return RegistryConfig(**kw)
 
 

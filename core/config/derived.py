@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import (_NAME, MAX_FRAGMENTS, _check_keys, _entry, _shown, _want_int,
-                                         _want_name, _want_number, _want_str)
-from core.config.tables import TableConfig, _check_columns
+from core.config.common import (NAME, MAX_FRAGMENTS, check_keys, entry_name, shown, want_int,
+                                         want_name, want_number, want_str)
+from core.config.tables import TableConfig, check_columns
 
 _GRAPH_KEYS = {"name", "table", "src", "dst", "mode", "epsilon", "relation"}
 _VIEW_KEYS = {"name", "table", "kind", "src", "dst", "cost", "expires"}
@@ -92,21 +92,21 @@ class StateSettings:
     cdc_buckets: int = 64
 
 
-def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> SketchConfig:
-    w = _entry(raw, "sketches", i, where)
-    _check_keys(raw, _SKETCH_KEYS, w)
+def parse_sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> SketchConfig:
+    w = entry_name(raw, "sketches", i, where)
+    check_keys(raw, _SKETCH_KEYS, w)
     for k in ("name", "sql", "partition"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    name = _want_name(raw["name"], w, "name", _NAME)
-    sql = _want_str(raw["sql"], w, "sql")
+    name = want_name(raw["name"], w, "name", NAME)
+    sql = want_str(raw["sql"], w, "sql")
     specs = raw["partition"]
     if isinstance(specs, str):
         specs = [x for x in specs.split(",") if x.strip()]
     if not isinstance(specs, list) or not specs or not all(isinstance(x, str) for x in specs):
         raise ConfigError(f"{w}: partition must be 'TABLE.ATTRIBUTE[:FRAGMENTS]' or an array of them, "
-                          f"got {_shown(raw['partition'])}")
-    default = _want_int(raw.get("fragments", 16), w, "fragments", 1, MAX_FRAGMENTS)
+                          f"got {shown(raw['partition'])}")
+    default = want_int(raw.get("fragments", 16), w, "fragments", 1, MAX_FRAGMENTS)
     parts = []
     for spec in specs:
         part, colon, frags = spec.strip().partition(":")
@@ -115,86 +115,86 @@ def _sketch(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) 
         if colon:
             if not frags.strip().isdigit():
                 raise ConfigError(f"{w}: partition {spec.strip()!r}: FRAGMENTS {frags!r} is not an integer")
-            frags = _want_int(int(frags), w, f"partition {spec.strip()!r}: FRAGMENTS", 1, MAX_FRAGMENTS)
+            frags = want_int(int(frags), w, f"partition {spec.strip()!r}: FRAGMENTS", 1, MAX_FRAGMENTS)
         else:
             frags = default
         table, attr = (x.strip() for x in part.split("."))
-        _check_columns(w, table, [attr], tables)
+        check_columns(w, table, [attr], tables)
         if any(table == t for t, _, _ in parts):
             raise ConfigError(f"{w}: one partition attribute per table ({table!r} given twice)")
         parts.append((table, attr, frags))
     mode = raw.get("mode", "eager")
     if mode not in ("eager", "lazy"):
-        raise ConfigError(f"{w}: mode must be \"eager\" or \"lazy\", got {_shown(mode)}")
+        raise ConfigError(f"{w}: mode must be \"eager\" or \"lazy\", got {shown(mode)}")
     bounds = raw.get("boundaries")
     if bounds is not None:
         if len(parts) != 1 or not isinstance(bounds, list) or len(bounds) < 2 or \
                 not all(isinstance(b, (int, float, str)) and not isinstance(b, bool) for b in bounds) or \
                 len({type(b) is str for b in bounds}) != 1 or any(not a < b for a, b in zip(bounds, bounds[1:])):
             raise ConfigError(f"{w}: boundaries must be a strictly increasing array of at least two numbers or "
-                              f"strings, with one partitioned table; got {_shown(bounds)}")
+                              f"strings, with one partitioned table; got {shown(bounds)}")
         parts = [(parts[0][0], parts[0][1], len(bounds) - 1)]
         bounds = tuple(bounds)
     return SketchConfig(name=name, sql=sql, partitions=tuple(parts), mode=mode, boundaries=bounds)
 
 
-def _graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> TrianglesConfig:
-    w = _entry(raw, "graphs", i, where)
-    _check_keys(raw, _GRAPH_KEYS, w)
+def parse_graph(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> TrianglesConfig:
+    w = entry_name(raw, "graphs", i, where)
+    check_keys(raw, _GRAPH_KEYS, w)
     for k in ("name", "table"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    _want_name(raw["name"], w, "name")
+    want_name(raw["name"], w, "name")
     for k in ("table", "src", "dst", "mode", "relation"):
         if k in raw:
-            _want_str(raw[k], w, k)
+            want_str(raw[k], w, k)
     g = TrianglesConfig(**{k: raw[k] for k in raw})
     if g.mode not in ("undirected", "directed", "three_relation"):
         raise ConfigError(f"{w}: mode {g.mode!r} is not undirected, directed or three_relation")
-    eps = _want_number(g.epsilon, w, "epsilon", 0.0, 1.0)
-    _check_columns(w, g.table, [g.src, g.dst] + ([g.relation] if g.relation else []), tables)
+    eps = want_number(g.epsilon, w, "epsilon", 0.0, 1.0)
+    check_columns(w, g.table, [g.src, g.dst] + ([g.relation] if g.relation else []), tables)
     if g.mode == "three_relation" and not g.relation:
         raise ConfigError(f"{w}: three_relation mode needs a 'relation' column (values R, S, T)")
     return replace(g, epsilon=eps)
 
 
-def _view(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> ViewConfig:
-    w = _entry(raw, "views", i, where)
-    _check_keys(raw, _VIEW_KEYS, w)
+def parse_view(raw: dict, tables: tuple[TableConfig, ...], where: str, i: int = 0) -> ViewConfig:
+    w = entry_name(raw, "views", i, where)
+    check_keys(raw, _VIEW_KEYS, w)
     for k in ("name", "table"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    _want_name(raw["name"], w, "name")
+    want_name(raw["name"], w, "name")
     for k in ("table", "kind", "src", "dst", "cost", "expires"):
         if k in raw:
-            _want_str(raw[k], w, k)
+            want_str(raw[k], w, k)
     v = ViewConfig(**{k: raw[k] for k in raw})
     if v.kind not in ("reachability", "shortest_paths"):
         raise ConfigError(f"{w}: kind {v.kind!r} is not reachability or shortest_paths")
     if v.kind == "shortest_paths" and not v.cost:
         raise ConfigError(f"{w}: shortest_paths needs a 'cost' column")
-    _check_columns(w, v.table, [c for c in (v.src, v.dst, v.cost, v.expires) if c], tables)
+    check_columns(w, v.table, [c for c in (v.src, v.dst, v.cost, v.expires) if c], tables)
     return v
 
 
 def parse_sketch_settings(sk: Any, where: str) -> SketchSettings:
     w = f"{where}: [sketch]"
-    _check_keys(sk, _SKETCH_SETTINGS_KEYS, w)
+    check_keys(sk, _SKETCH_SETTINGS_KEYS, w)
     return SketchSettings(
-        snapshot_every=_want_int(sk.get("snapshot_every", SketchSettings.snapshot_every), w, "snapshot_every",
+        snapshot_every=want_int(sk.get("snapshot_every", SketchSettings.snapshot_every), w, "snapshot_every",
                                  1, 1_000_000),
-        spark_join_rows=_want_int(sk.get("spark_join_rows", SketchSettings.spark_join_rows), w,
+        spark_join_rows=want_int(sk.get("spark_join_rows", SketchSettings.spark_join_rows), w,
                                   "spark_join_rows", 0))
 
 
 def parse_state_settings(st: Any, where: str) -> StateSettings:
     w = f"{where}: [state]"
-    _check_keys(st, _STATE_KEYS, w)
+    check_keys(st, _STATE_KEYS, w)
     backend = st.get("backend", StateSettings.backend)
     if backend not in ("memory", "statestore"):
-        raise ConfigError(f"{w}: backend must be \"memory\" or \"statestore\", got {_shown(backend)}")
-    return StateSettings(snapshot_every=_want_int(st.get("snapshot_every", StateSettings.snapshot_every), w,
+        raise ConfigError(f"{w}: backend must be \"memory\" or \"statestore\", got {shown(backend)}")
+    return StateSettings(snapshot_every=want_int(st.get("snapshot_every", StateSettings.snapshot_every), w,
                                                   "snapshot_every", 1, 1_000_000),
                          backend=backend,
-                         cdc_buckets=_want_int(st.get("cdc_buckets", StateSettings.cdc_buckets), w, "cdc_buckets",
+                         cdc_buckets=want_int(st.get("cdc_buckets", StateSettings.cdc_buckets), w, "cdc_buckets",
                                                1, 1_000_000))

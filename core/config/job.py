@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import (_NAME, REPO_ROOT, _check_keys, _path, _shown, _want_name,
-                                         _want_number, _want_str)
-from core.config.debezium import DebeziumConfig, RegistryConfig, _debezium, check_formats, parse_registry
+from core.config.common import (NAME, REPO_ROOT, check_keys, config_path, shown, want_name,
+                                         want_number, want_str)
+from core.config.debezium import DebeziumConfig, RegistryConfig, parse_debezium, check_formats, parse_registry
 from core.config.derived import (SketchConfig, SketchSettings, StateSettings, TrianglesConfig,
-                                          ViewConfig, _graph, _sketch, _view, parse_sketch_settings,
+                                          ViewConfig, parse_graph, parse_sketch, parse_view, parse_sketch_settings,
                                           parse_state_settings)
 from core.config.maintenance import MaintenanceConfig, parse_maintenance
 from core.config.metrics import CatalogConfig, MetricsConfig, parse_catalog, parse_metrics
 from core.config.kafka import KafkaConfig, check_bootstrap_servers, check_starting_offsets, parse_kafka
 from core.config.s3 import S3Config, parse_s3
 from core.config.spark import SparkConfig, check_master, parse_spark
-from core.config.tables import TableConfig, _table
+from core.config.tables import TableConfig, parse_table
 
 _JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
 
@@ -89,7 +89,7 @@ class JobConfig:
         for k in ("lake_root", "checkpoint_root"):  # a flag's path is read from the working directory
             if isinstance(kw.get(k), str):
                 flag = f"--{k.replace('_', '-')}"
-                kw[k] = _path(_want_str(kw[k], flag, "the folder"), Path.cwd(), flag)
+                kw[k] = config_path(want_str(kw[k], flag, "the folder"), Path.cwd(), flag)
                 if k == "checkpoint_root":
                     _on_a_filesystem(kw[k], flag)
         kafka_kw = {k: kw.pop(k) for k in ("bootstrap_servers", "max_offsets_per_trigger") if kw.get(k) is not None}
@@ -109,28 +109,28 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     ``streaming_app.settings.parse_config`` runs both, and every entry point reads it."""
     where = str(source) if source else "config"
     base = source.parent if source else Path.cwd()
-    _check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
+    check_keys(data, {"job", "kafka", "spark", "tables", "graphs", "views", "sketches", "sketch", "state",
                        "debezium", "s3", "maintenance", "registry", "metrics", "catalog"}, where)
     for section in ("tables", "graphs", "views", "sketches"):
         if not isinstance(data.get(section, []), list):
             raise ConfigError(f"{where}: {section} must be an array of tables ([[{section}]] entries), "
-                              f"got {_shown(data[section])}")
-    dbz = _debezium(data["debezium"], where, base) if "debezium" in data else None
+                              f"got {shown(data[section])}")
+    dbz = parse_debezium(data["debezium"], where, base) if "debezium" in data else None
     job = data.get("job", {})
     w = f"{where}: [job]"
-    _check_keys(job, _JOB_KEYS, w)
-    name = _want_name(job.get("name", "ivmstream"), w, "name", _NAME)
-    trigger = _want_number(job.get("trigger_interval_s", 2.0), w, "trigger_interval_s", 0.0, 86_400.0)
+    check_keys(job, _JOB_KEYS, w)
+    name = want_name(job.get("name", "ivmstream"), w, "name", NAME)
+    trigger = want_number(job.get("trigger_interval_s", 2.0), w, "trigger_interval_s", 0.0, 86_400.0)
     decode = job.get("decode", JobConfig.decode)
     if decode not in ("executors", "driver"):
-        raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {_shown(decode)}")
+        raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {shown(decode)}")
 
     kcfg = parse_kafka(data.get("kafka", {}), where, base)
     scfg = parse_spark(data.get("spark", {}), where)
     skcfg = parse_sketch_settings(data.get("sketch", {}), where)
     stcfg = parse_state_settings(data.get("state", {}), where)
 
-    tables = tuple(_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
+    tables = tuple(parse_table(t, i, where, dbz) for i, t in enumerate(data.get("tables", [])))
     if not tables:
         raise ConfigError(f"{where}: no [[tables]] declared; the job needs at least one CDC-fed table "
                           "(name, topic, columns, primary_key)")
@@ -155,17 +155,17 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
         raise ConfigError(f"{where}: tables {avro} are encoding = \"avro\" but there is no [registry] "
                           "(url = the schema registry's Confluent API root)")
     check_starting_offsets(kcfg.starting_offsets, f"{where}: [kafka]", sorted({t.topic for t in tables}))
-    graphs = tuple(_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
-    views = tuple(_view(v, tables, where, i) for i, v in enumerate(data.get("views", [])))
-    sketches = tuple(_sketch(x, tables, where, i) for i, x in enumerate(data.get("sketches", [])))
+    graphs = tuple(parse_graph(g, tables, where, i) for i, g in enumerate(data.get("graphs", [])))
+    views = tuple(parse_view(v, tables, where, i) for i, v in enumerate(data.get("views", [])))
+    sketches = tuple(parse_sketch(x, tables, where, i) for i, x in enumerate(data.get("sketches", [])))
     for kind, items in (("graphs", graphs), ("views", views), ("sketches", sketches)):
         names = [x.name for x in items]
         if len(set(names)) != len(names):
             raise ConfigError(f"{where}: duplicate {kind} names in {names}")
     cfg = JobConfig(
         name=name,
-        lake_root=_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
-        checkpoint_root=_on_a_filesystem(_path(job.get("checkpoint_root", "checkpoints"), base,
+        lake_root=config_path(job.get("lake_root", "lake"), base, f"{where}: [job] lake_root"),
+        checkpoint_root=_on_a_filesystem(config_path(job.get("checkpoint_root", "checkpoints"), base,
                                                f"{where}: [job] checkpoint_root"), f"{where}: [job] checkpoint_root"),
         trigger_interval_s=trigger,
         decode=decode,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_int, _want_options, _want_str, env, read_secret
+from core.config.common import check_keys, want_int, want_options, want_str, env, read_secret
 
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 STARTING_OFFSETS = ("earliest", "latest")
@@ -41,7 +41,7 @@ class KafkaConfig:
 
 def check_bootstrap_servers(v: Any, w: str) -> str:
     """``host:port[,host:port...]`` with ports in 1..65535."""
-    _want_str(v, w, "bootstrap servers")
+    want_str(v, w, "bootstrap servers")
     for part in v.split(","):
         m = _HOST_PORT.fullmatch(part.strip())
         if not m or not 0 < int(m.group(2)) < 65536:
@@ -53,7 +53,7 @@ def check_bootstrap_servers(v: Any, w: str) -> str:
 def check_starting_offsets(v: Any, w: str, topics: list[str] | None = None) -> str:
     """earliest, latest, or Spark's JSON of offsets: {"topic": {"0": 23, "1": -2}} (-2 earliest,
     -1 latest) over topics the config reads."""
-    _want_str(v, w, "starting_offsets")
+    want_str(v, w, "starting_offsets")
     if v in STARTING_OFFSETS:
         return v
     try:
@@ -93,12 +93,12 @@ def _sasl_login(username: str, password: str, mechanism: str, w: str) -> str:
 
 def parse_kafka(kafka: Any, where: str, base: Path | None = None) -> KafkaConfig:
     w = f"{where}: [kafka]"
-    _check_keys(kafka, _KAFKA_KEYS, w)
-    options = _want_options(kafka.get("options", {}), w, "options")
+    check_keys(kafka, _KAFKA_KEYS, w)
+    options = want_options(kafka.get("options", {}), w, "options")
     username = kafka.get("username")
     password = None
     if username is not None:
-        username = _want_str(username, w, "username")
+        username = want_str(username, w, "username")
         if JAAS_OPTION in dict(options):
             raise ConfigError(f"{w}: give username (with password_file or IVMSTREAM_KAFKA_PASSWORD) or "
                               f"{JAAS_OPTION} in options, not both")
@@ -115,7 +115,7 @@ def parse_kafka(kafka: Any, where: str, base: Path | None = None) -> KafkaConfig
         bootstrap_servers=check_bootstrap_servers(kafka.get("bootstrap_servers", KafkaConfig.bootstrap_servers),
                                                   f"{w} bootstrap_servers"),
         starting_offsets=check_starting_offsets(kafka.get("starting_offsets", "earliest"), w),
-        max_offsets_per_trigger=_want_int(kafka.get("max_offsets_per_trigger", 10_000), w,
+        max_offsets_per_trigger=want_int(kafka.get("max_offsets_per_trigger", 10_000), w,
                                           "max_offsets_per_trigger", 1, 2**31 - 1),
         extra_options=options,
     )

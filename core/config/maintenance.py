@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.config.common import _check_keys, _want_bool, _want_int, _want_number
+from core.config.common import check_keys, want_bool, want_int, want_number
 
 _KEYS = {"enabled", "every_batches", "checkpoint_every", "compact_min_files", "target_file_mb", "retention_hours"}
 
@@ -31,16 +31,16 @@ class MaintenanceConfig:
 
 def parse_maintenance(section: Any, where: str) -> MaintenanceConfig:
     w = f"{where}: [maintenance]"
-    _check_keys(section, _KEYS, w)
+    check_keys(section, _KEYS, w)
     d = MaintenanceConfig()
     return MaintenanceConfig(
-        enabled=_want_bool(section.get("enabled", d.enabled), w, "enabled"),
-        every_batches=_want_int(section.get("every_batches", d.every_batches), w, "every_batches", 1, 1_000_000),
-        checkpoint_every=_want_int(section.get("checkpoint_every", d.checkpoint_every), w, "checkpoint_every",
+        enabled=want_bool(section.get("enabled", d.enabled), w, "enabled"),
+        every_batches=want_int(section.get("every_batches", d.every_batches), w, "every_batches", 1, 1_000_000),
+        checkpoint_every=want_int(section.get("checkpoint_every", d.checkpoint_every), w, "checkpoint_every",
                                    1, 1_000_000),
-        compact_min_files=_want_int(section.get("compact_min_files", d.compact_min_files), w, "compact_min_files",
+        compact_min_files=want_int(section.get("compact_min_files", d.compact_min_files), w, "compact_min_files",
                                     2, 1_000_000),
-        target_file_mb=_want_int(section.get("target_file_mb", d.target_file_mb), w, "target_file_mb", 1, 16_384),
-        retention_hours=float(_want_number(section.get("retention_hours", d.retention_hours), w, "retention_hours",
+        target_file_mb=want_int(section.get("target_file_mb", d.target_file_mb), w, "target_file_mb", 1, 16_384),
+        retention_hours=float(want_number(section.get("retention_hours", d.retention_hours), w, "retention_hours",
                                            0, 24 * 3650)),
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_bool, _want_int, _want_str
+from core.config.common import check_keys, want_bool, want_int, want_str
 
 _METRICS_KEYS = {"enabled", "host", "port", "spark"}
 _CATALOG_KEYS = {"database"}
@@ -35,22 +35,22 @@ class CatalogConfig:
 
 def parse_metrics(section: Any, where: str) -> MetricsConfig:
     w = f"{where}: [metrics]"
-    _check_keys(section, _METRICS_KEYS, w)
+    check_keys(section, _METRICS_KEYS, w)
     d = MetricsConfig()
-    host = _want_str(section.get("host", d.host), w, "host")
+    host = want_str(section.get("host", d.host), w, "host")
     if not _HOST.fullmatch(host):
         raise ConfigError(f"{w}: host {host[:80]!r} is not a host name or address")
-    return MetricsConfig(enabled=_want_bool(section.get("enabled", d.enabled), w, "enabled"), host=host,
-                         port=_want_int(section.get("port", d.port), w, "port", 0, 65535),
-                         spark=_want_bool(section.get("spark", d.spark), w, "spark"))
+    return MetricsConfig(enabled=want_bool(section.get("enabled", d.enabled), w, "enabled"), host=host,
+                         port=want_int(section.get("port", d.port), w, "port", 0, 65535),
+                         spark=want_bool(section.get("spark", d.spark), w, "spark"))
 
 
 def parse_catalog(section: Any, where: str) -> CatalogConfig:
     w = f"{where}: [catalog]"
-    _check_keys(section, _CATALOG_KEYS, w)
+    check_keys(section, _CATALOG_KEYS, w)
     db = section.get("database")
     if db is not None:
-        db = _want_str(db, w, "database")
+        db = want_str(db, w, "database")
         if not _DATABASE.fullmatch(db):
             raise ConfigError(f"{w}: database {db[:80]!r} must be an identifier ([A-Za-z_][A-Za-z0-9_]*)")
     return CatalogConfig(database=db)

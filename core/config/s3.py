@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_bool, _want_str, env
+from core.config.common import check_keys, want_bool, want_str, env
 
 _S3_KEYS = {"endpoint", "region", "path_style", "access_key", "secret_key"}
 _ENDPOINT = re.compile(r"https?://[A-Za-z0-9_.:\[\]-]+/?")
@@ -42,16 +42,16 @@ class S3Config:
 
 def parse_s3(raw: Any, where: str) -> S3Config:
     w = f"{where}: [s3]"
-    _check_keys(raw, _S3_KEYS, w)
+    check_keys(raw, _S3_KEYS, w)
     endpoint = raw.get("endpoint", env("aws_endpoint_url"))
     if endpoint is not None:
-        endpoint = _want_str(endpoint, w, "endpoint")
+        endpoint = want_str(endpoint, w, "endpoint")
         if not _ENDPOINT.fullmatch(endpoint):
             raise ConfigError(f"{w}: endpoint {endpoint[:80]!r} must be http://host:port or https://host[:port]")
         endpoint = endpoint.rstrip("/")
-    region = _want_str(raw.get("region", env("aws_region", S3Config.region)), w, "region")
+    region = want_str(raw.get("region", env("aws_region", S3Config.region)), w, "region")
     # an endpoint of one's own (S3Proxy, MinIO, Ceph) answers path-style requests by default
-    path_style = _want_bool(raw.get("path_style", endpoint is not None), w, "path_style")
+    path_style = want_bool(raw.get("path_style", endpoint is not None), w, "path_style")
     keys_from = "config" if "access_key" in raw or "secret_key" in raw else "environment"
     access = raw.get("access_key", env("aws_access_key_id"))
     secret = raw.get("secret_key", env("aws_secret_access_key"))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ConfigError
-from core.config.common import _check_keys, _want_bool, _want_int, _want_options, _want_str
+from core.config.common import check_keys, want_bool, want_int, want_options, want_str
 
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgtp]?b?", re.IGNORECASE)
 _HOST = re.compile(r"[A-Za-z0-9_.:-]+")
@@ -32,7 +32,7 @@ class SparkConfig:
 
 
 def check_master(v: Any, w: str) -> str:
-    _want_str(v, w, "master")
+    want_str(v, w, "master")
     if not _MASTER.fullmatch(v.strip()):
         raise ConfigError(f"{w}: master {v[:60]!r} is not a Spark master URL: use local[*], local[N], "
                           "spark://host:port, yarn or k8s://host:port")
@@ -41,20 +41,20 @@ def check_master(v: Any, w: str) -> str:
 
 def parse_spark(spark: Any, where: str) -> SparkConfig:
     w = f"{where}: [spark]"
-    _check_keys(spark, _SPARK_KEYS, w)
-    memory = _want_str(spark.get("driver_memory", "2g"), w, "driver_memory")
+    check_keys(spark, _SPARK_KEYS, w)
+    memory = want_str(spark.get("driver_memory", "2g"), w, "driver_memory")
     if not _MEMORY.fullmatch(memory):
         raise ConfigError(f"{w}: driver_memory {memory[:40]!r} must be a size such as \"2g\" or \"512m\"")
-    ui_host = _want_str(spark.get("ui_host", SparkConfig.ui_host), w, "ui_host")
+    ui_host = want_str(spark.get("ui_host", SparkConfig.ui_host), w, "ui_host")
     if not _HOST.fullmatch(ui_host):
         raise ConfigError(f"{w}: ui_host {ui_host[:60]!r} must be an IP address or host name "
                           "(\"127.0.0.1\" = this machine only, \"0.0.0.0\" = every interface)")
     return SparkConfig(
         master=check_master(spark.get("master", "local[*]"), w),
-        ui=_want_bool(spark.get("ui", True), w, "ui"),
-        ui_port=_want_int(spark.get("ui_port", 4040), w, "ui_port", 1, 65535),
+        ui=want_bool(spark.get("ui", True), w, "ui"),
+        ui_port=want_int(spark.get("ui_port", 4040), w, "ui_port", 1, 65535),
         ui_host=ui_host,
         driver_memory=memory,
-        shuffle_partitions=_want_int(spark.get("shuffle_partitions", 2), w, "shuffle_partitions", 1, 100_000),
-        extra_conf=_want_options(spark.get("conf", {}), w, "conf"),
+        shuffle_partitions=want_int(spark.get("shuffle_partitions", 2), w, "shuffle_partitions", 1, 100_000),
+        extra_conf=want_options(spark.get("conf", {}), w, "conf"),
     )

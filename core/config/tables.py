@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
-from core.config.common import (_check_keys, _entry, _mode, _shown, _want_name, _want_names,
-                                         _want_str)
+from core.config.common import (check_keys, entry_name, want_mode, shown, want_name, want_names,
+                                         want_str)
 
 if TYPE_CHECKING:
     from core.config.debezium import DebeziumConfig
@@ -23,7 +23,7 @@ _TABLE_KEYS = {"name", "topic", "columns", "primary_key", "source_table", "not_n
 
 def parse_type(spec: str, where: str) -> str:
     if not isinstance(spec, str):
-        raise ConfigError(f"{where}: the column type must be a string such as \"long\", got {_shown(spec)}")
+        raise ConfigError(f"{where}: the column type must be a string such as \"long\", got {shown(spec)}")
     spec = spec.strip().lower()
     if spec in SIMPLE_TYPES:
         return spec
@@ -84,41 +84,41 @@ FORMATS = ("envelope", "unwrapped")
 TIME_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "microseconds", "nanoseconds", "isostring")
 
 
-def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> TableConfig:
-    w = _entry(raw, "tables", i, where)
-    _check_keys(raw, _TABLE_KEYS, w)
+def parse_table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> TableConfig:
+    w = entry_name(raw, "tables", i, where)
+    check_keys(raw, _TABLE_KEYS, w)
     for k in ("name", "topic", "columns", "primary_key"):
         if k not in raw:
             raise ConfigError(f"{w}: missing key {k!r}")
-    name = _want_name(raw["name"], w, "name")
+    name = want_name(raw["name"], w, "name")
     w = f"{where}: table {name!r}"
-    topic = _want_str(raw["topic"], w, "topic")
+    topic = want_str(raw["topic"], w, "topic")
     if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
         raise ConfigError(f"{w}: topic {topic[:60]!r} is not a legal Kafka topic name "
                           "(letters, digits, '.', '_', '-', at most 249)")
     if not isinstance(raw["columns"], dict) or not raw["columns"]:
         raise ConfigError(f"{w}: 'columns' must be a non-empty table of name = \"type\", "
-                          f"got {_shown(raw['columns'])}")
+                          f"got {shown(raw['columns'])}")
     for c in raw["columns"]:
-        _want_name(c, w, "column name")
+        want_name(c, w, "column name")
     lower = [c.lower() for c in raw["columns"]]
     clash = sorted({c for c in raw["columns"] if lower.count(c.lower()) > 1})
     if clash:  # Spark and the SQL front end resolve column names without regard to case
         raise ConfigError(f"{w}: columns {clash} differ only in case")
     columns = tuple((c, parse_type(t, f"{w}, column {c!r}")) for c, t in raw["columns"].items())
     names = {c for c, _ in columns}
-    pk = _want_names(raw["primary_key"], w, "primary_key", allow_empty=False)
+    pk = want_names(raw["primary_key"], w, "primary_key", allow_empty=False)
     missing = [k for k in pk if k not in names]
     if missing:
         raise ConfigError(f"{w}: primary_key {list(pk)} must name declared columns (missing: {missing})")
-    nn = _want_names(raw.get("not_null", []), w, "not_null")
+    nn = want_names(raw.get("not_null", []), w, "not_null")
     unknown = [c for c in nn if c not in names]
     if unknown:
         raise ConfigError(f"{w}: not_null names undeclared column(s) {unknown}")
     ranges = []
     raw_ranges = raw.get("ranges", {})
     if not isinstance(raw_ranges, dict):
-        raise ConfigError(f"{w}: 'ranges' must be a table of column = [min, max], got {_shown(raw_ranges)}")
+        raise ConfigError(f"{w}: 'ranges' must be a table of column = [min, max], got {shown(raw_ranges)}")
     types = dict(columns)
     for c, r in raw_ranges.items():
         if c not in types:
@@ -134,21 +134,21 @@ def _table(raw: dict, i: int, where: str, dbz: DebeziumConfig | None = None) -> 
         ranges.append((str(c), r[0], r[1]))
     source_table = raw.get("source_table")
     if source_table is not None:
-        _want_str(source_table, w, "source_table")
+        want_str(source_table, w, "source_table")
     # [debezium]'s modes are every table's default (DebeziumConfig's defaults are TableConfig's)
     decimal_mode = dbz.decimal_handling_mode if dbz else TableConfig.decimal_mode
     time_mode = dbz.time_precision_mode if dbz else TableConfig.time_mode
     return TableConfig(name=name, topic=topic, columns=columns, primary_key=pk,
                        source_table=source_table, not_null=nn, ranges=tuple(ranges),
-                       decimal_mode=_mode(raw.get("decimal_handling_mode", decimal_mode),
+                       decimal_mode=want_mode(raw.get("decimal_handling_mode", decimal_mode),
                                           DECIMAL_MODES, w, "decimal_handling_mode"),
-                       time_mode=_mode(raw.get("time_precision_mode", time_mode),
+                       time_mode=want_mode(raw.get("time_precision_mode", time_mode),
                                        TIME_MODES, w, "time_precision_mode"),
-                       format=_mode(raw.get("format", "envelope"), FORMATS, w, "format"),
-                       encoding=_mode(raw.get("encoding", dbz.encoding if dbz else "json"), ENCODINGS, w, "encoding"))
+                       format=want_mode(raw.get("format", "envelope"), FORMATS, w, "format"),
+                       encoding=want_mode(raw.get("encoding", dbz.encoding if dbz else "json"), ENCODINGS, w, "encoding"))
 
 
-def _check_columns(where: str, table: str, columns: list[str], tables: tuple[TableConfig, ...]) -> None:
+def check_columns(where: str, table: str, columns: list[str], tables: tuple[TableConfig, ...]) -> None:
     found = [t for t in tables if t.name == table]
     if not found:
         raise ConfigError(f"{where}: table {table!r} is not declared in [[tables]]")

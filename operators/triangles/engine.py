@@ -33,7 +33,7 @@ import math
 from collections import _count_elements  # C helper behind Counter.update(iterable)
 
 from core.errors import ConfigError
-from operators.triangles.rebalance import Rebalancing, _add, _col_add
+from operators.triangles.rebalance import Rebalancing, add_count, add_count_2d
 
 
 def _smallest_root(num: int, k: int) -> int:
@@ -244,7 +244,7 @@ class IvmEpsState(Rebalancing):
             if ny and not y_heavy:  # V_i(x, z) += m · K_j,l(y, z)
                 vi = self.views[i]
                 for z, w in ny.items():
-                    _col_add(vi, z, x, m * w)
+                    add_count_2d(vi, z, x, m * w)
             rev = self.rev_h[i]
         else:
             if hx:  # V_k(z, y) += K_k,h(z, x) · m: one inner dict views[k][y]
@@ -253,7 +253,7 @@ class IvmEpsState(Rebalancing):
                 if vy is None:
                     vy = vk[y] = {}
                 for z, w in hx.items():
-                    _add(vy, z, w * m)
+                    add_count(vy, z, w * m)
                 if not vy:
                     del vk[y]
             rev = self.rev_l[i]

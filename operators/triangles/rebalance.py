@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 
-def _col_add(view: dict, z, x, delta: int) -> None:
+def add_count_2d(view: dict, z, x, delta: int) -> None:
     """view[z][x] += delta, removing zero entries and empty inner dicts."""
     vz = view.get(z)
     if vz is None:
@@ -35,7 +35,7 @@ def _col_add(view: dict, z, x, delta: int) -> None:
             del view[z]
 
 
-def _add(d: dict, key, delta: int) -> None:
+def add_count(d: dict, key, delta: int) -> None:
     """d[key] += delta, removing the entry when it reaches 0."""
     v = d.get(key, 0) + delta
     if v:
@@ -75,7 +75,7 @@ class Rebalancing:
                         ny = rows_j.get(y)
                         if ny:
                             cnt.update(ny.keys())
-                for z, c in cnt.items():  # _col_add inlined: counts are positive
+                for z, c in cnt.items():  # add_count_2d inlined: counts are positive
                     vz = vi.get(z)
                     if vz is None:
                         vi[z] = {x: c}
@@ -87,7 +87,7 @@ class Rebalancing:
                         ny = rows_j.get(y)
                         if ny:
                             for z, w2 in ny.items():
-                                _col_add(vi, z, x, w * w2)
+                                add_count_2d(vi, z, x, w * w2)
         else:
             # 1. the row leaves K_i,h: V_i(x, ·) is exactly its contribution; its keys z
             #    are among the rows K_j,l(y, ·) of x's light neighbours y
@@ -113,7 +113,7 @@ class Rebalancing:
             if vy is None:
                 vy = vk[y] = {}
             for z, w in col.items():
-                _add(vy, z, sign * w * w2)
+                add_count(vy, z, sign * w * w2)
             if not vy:
                 del vk[y]
 
@@ -212,7 +212,7 @@ class Rebalancing:
                             ny = rows_j.get(y)
                             if ny:
                                 for z, w2 in ny.items():
-                                    _add(vx, z, w * w2)
+                                    add_count(vx, z, w * w2)
                 if vx:
                     view[x] = vx
         else:
@@ -227,7 +227,7 @@ class Rebalancing:
                     if vx is None:
                         vx = view[x] = {}
                     for z, w2 in ny.items():
-                        _add(vx, z, w * w2)
+                        add_count(vx, z, w * w2)
                     if not vx:
                         del view[x]
         # stored by the second key: views[i][z][x] = V_i(x, z)

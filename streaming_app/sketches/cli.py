@@ -27,7 +27,7 @@ from connectors import delta_sink as sink
 from connectors import object_store
 from connectors import object_store as store
 from connectors.s3_lease import S3Lease
-from core.config import _NAME, MAX_FRAGMENTS, MAX_NAME_LEN, sql_problem
+from core.config import NAME, MAX_FRAGMENTS, MAX_NAME_LEN, sql_problem
 from core.errors import ConfigError, SqlError
 from operators.sketch_advisor import advise_report, format_advice
 from operators.sketch_safety.check import parse
@@ -91,7 +91,7 @@ def parse_partition(spec: str, default_fragments: int) -> tuple[str, str, int]:
 def sketch_name(text: str) -> str:
     """``--name`` and the NAME arguments: the names a [[sketches]] entry may have."""
 
-    if len(text) > MAX_NAME_LEN or not _NAME.fullmatch(text):
+    if len(text) > MAX_NAME_LEN or not NAME.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a sketch name (letters, digits, '_', '-', '.', "
                                          f"starting with a letter, digit or '_'; at most {MAX_NAME_LEN})")
     return text

@@ -272,6 +272,31 @@ def test_imports_are_at_the_top_but_heavy_ones():
     assert not bad, "imports inside functions that belong at the top:\n" + "\n".join(bad)
 
 
+def test_no_private_name_is_used_across_modules():
+    """``from ours import _x`` and ``module._x`` name another module's internals: what another
+    module needs is public (no underscore)."""
+    bad = []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        ours = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PRODUCT:
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}")
+                    if f"{node.module}.{a.name}" in MODULES:
+                        ours[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in PRODUCT:
+                        ours[a.asname or a.name.split(".")[0]] = a.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ours
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {ours[node.value.id]}.{node.attr}")
+    assert not bad, "\n".join(bad)
+
+
 def test_no_import_cycles():
     g = _graph()
     found = [_cycle_path(g, c) for c in _cycles(g)]
