@@ -239,7 +239,9 @@ def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | 
         return
     columns = [c for c in source.column_names if c != deleted]
     if rs_writes(path):
-        if app_id is not None and done_before(path, app_id, batch_id):
+        table = store.rs_table(path)  # opened once: loading a table reads its log
+        done = table.transaction_version(app_id) if app_id is not None else None
+        if done is not None and done >= batch_id:
             return  # a replayed batch whose MERGE committed before the crash
         props = (CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
                  if app_id is not None else None)
@@ -247,7 +249,7 @@ def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | 
         cond = " AND ".join(f't."{k}" = s."{k}"' for k in keys) + prune
         values = {f'"{c}"': f's."{c}"' for c in columns}
         keep = f'NOT s."{deleted}"' if deleted else None
-        m = store.rs_table(path).merge(source, cond, source_alias="s", target_alias="t", commit_properties=props)
+        m = table.merge(source, cond, source_alias="s", target_alias="t", commit_properties=props)
         if deleted:
             m = m.when_matched_delete(predicate=f's."{deleted}"')
         m = m.when_matched_update(updates=values, predicate=keep).when_not_matched_insert(updates=values,
