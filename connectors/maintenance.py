@@ -176,6 +176,12 @@ class Maintenance:
             out.append(Action(_name(path), "compact", _ms(t), f"{d['numFiles']} files optimized"))
         t = time.perf_counter()
         hours = self.cfg.retention_hours
+        need = self.needed(path)
+        if need is not None:  # as on delta-rs: keep every commit after the version a reader needs
+            row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where(f"version = {need + 1}").select("timestamp").collect()
+            if row and row[0]["timestamp"] is not None:
+                age_h = (time.time() - row[0]["timestamp"].timestamp()) / 3600
+                hours = max(hours, age_h + 1)
         spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         spark.sql(f"VACUUM delta.`{path}` RETAIN {math.ceil(hours)} HOURS")
         out.append(Action(_name(path), "vacuum", _ms(t), f"retention {math.ceil(hours)} h"))
