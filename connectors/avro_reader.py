@@ -1,0 +1,219 @@
+"""A strict Avro binary reader compiled per writer schema: Python source generated once per schema.
+
+``compile_reader(parsed)`` turns a schema (fastavro's parsed form: names fully qualified, logical
+types removed) into a function ``read(data, start) -> value`` that reads one Avro body from
+``data[start:]`` and returns what fastavro's ``schemaless_reader`` returns for it (records as
+dicts in field order, enums as their symbol, fixed and bytes as bytes, floats as Python floats),
+or raises ``Corrupt``, ``IndexError`` (the body ends early), ``struct.error`` (a float cut short)
+or ``UnicodeDecodeError`` (a string that is not UTF-8).
+
+Strict means it accepts exactly the bytes a correct Avro encoder writes, each value one way:
+numbers as minimal zig-zag varints of at most 10 bytes and 64 bits (an ``int`` within 32), booleans
+as the byte 0 or 1, union and enum indexes within range, lengths and counts not negative, strings
+UTF-8, and every byte of the body read. fastavro reads some other bytes as values (a boolean byte
+2 as True, a negative union index as a branch counted from the end, an over-long number as its
+value), which is why the bytes were once encoded again and compared; this reader refuses them
+while reading, at no extra cost. Arrays and maps may come in several blocks, a negative block
+count followed by the block's byte size (the Avro spec allows both; the size must match).
+
+Each record type becomes one generated function (so a recursive schema works); its fields are
+read by straight-line code with the position in a local variable: ~3x fastavro's speed on
+Debezium envelopes. A schema the generator cannot turn into code (nesting Python cannot compile)
+gives ``None``: the caller then reads with fastavro and checks by encoding again.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+_FLOAT = struct.Struct("<f").unpack_from
+_DOUBLE = struct.Struct("<d").unpack_from
+
+
+class Corrupt(Exception):
+    """The bytes are no valid Avro encoding of the schema (the reason says which part)."""
+
+
+def varint_tail(b: bytes, i: int, c: int) -> tuple[int, int]:
+    """The rest of a zig-zag varint whose first byte ``c`` (read at ``i - 1``) has its high bit set."""
+    n = c & 0x7F
+    for shift in _SHIFTS:  # 7, 14, ..., 63: at most 10 bytes in all
+        c = b[i]
+        i += 1
+        if c < 0x80:
+            if c == 0:
+                raise Corrupt("an over-long number (a varint ending in a zero byte)")
+            if shift == 63 and c > 1:
+                raise Corrupt("a number past 64 bits")
+            n |= c << shift
+            return (n >> 1) ^ -(n & 1), i
+        n |= (c & 0x7F) << shift
+    raise Corrupt("a number of more than 10 bytes")
+
+
+_SHIFTS = tuple(range(7, 64, 7))
+_PRIMS = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+_COMPLEX = {"record", "error", "enum", "fixed", "array", "map"}
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+class _Gen:
+    def __init__(self, named: dict) -> None:
+        self.named = named
+        self.funcs: dict[str, str] = {}  # record full name -> function name
+        self.sources: list[str] = []
+        self.consts: dict[str, Any] = {}
+        self.n = 0
+
+    def var(self) -> str:
+        self.n += 1
+        return f"v{self.n}"
+
+    def const(self, value: Any) -> str:
+        name = f"K{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def resolve(self, t: Any) -> Any:
+        """A type name -> its definition; a primitive with attributes -> its name."""
+        while True:
+            if isinstance(t, str) and t not in _PRIMS:
+                if t not in self.named:
+                    raise ValueError(f"unknown type name {t!r}")
+                t = self.named[t]
+            elif isinstance(t, dict) and t.get("type") not in _COMPLEX:  # {"type": "int", ...}, {"type": {...}}
+                t = t["type"]
+            else:
+                return t
+
+    def record_func(self, rec: dict) -> str:
+        name = rec["name"]
+        fn = self.funcs.get(name)
+        if fn is not None:
+            return fn
+        fn = self.funcs[name] = f"r{len(self.funcs)}"
+        lines = [f"def {fn}(b, i, L):"]
+        out = []
+        for f in rec["fields"]:
+            out.append((f["name"], self.emit(f["type"], lines, 1)))
+        lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i")
+        self.sources.append("\n".join(lines))
+        return fn
+
+    def varint(self, v: str, lines: list, ind: int) -> None:
+        p = "    " * ind
+        lines += [f"{p}c = b[i]", f"{p}i += 1",
+                  f"{p}if c < 128:", f"{p}    {v} = (c >> 1) ^ -(c & 1)",
+                  f"{p}else:", f"{p}    {v}, i = varint_tail(b, i, c)"]
+
+    def length(self, v: str, what: str, lines: list, ind: int) -> None:
+        p = "    " * ind
+        self.varint(v, lines, ind)
+        lines += [f"{p}if {v} < 0:", f"{p}    raise Corrupt('a negative {what}')"]
+
+    def emit(self, t: Any, lines: list, ind: int) -> str:
+        """Lines that read a value of ``t`` at ``i``; the expression holding it."""
+        t = self.resolve(t)
+        p = "    " * ind
+        if t == "null":
+            return "None"
+        v = self.var()
+        if t == "boolean":
+            lines += [f"{p}{v} = b[i]", f"{p}i += 1", f"{p}if {v} > 1:",
+                      f"{p}    raise Corrupt(f'a boolean byte {{{v}}}')", f"{p}{v} = {v} == 1"]
+        elif t in ("int", "long"):
+            self.varint(v, lines, ind)
+            if t == "int":
+                lines += [f"{p}if c >= 128 and not {_INT_MIN} <= {v} <= {_INT_MAX}:",
+                          f"{p}    raise Corrupt('an int past 32 bits')"]
+        elif t == "float":
+            lines += [f"{p}{v} = _FLOAT(b, i)[0]", f"{p}i += 4"]
+        elif t == "double":
+            lines += [f"{p}{v} = _DOUBLE(b, i)[0]", f"{p}i += 8"]
+        elif t in ("bytes", "string"):
+            n = self.var()
+            self.length(n, "length", lines, ind)
+            lines += [f"{p}{n} += i", f"{p}if {n} > L:", f"{p}    raise IndexError",
+                      f"{p}{v} = b[i:{n}]" + (".decode()" if t == "string" else ""), f"{p}i = {n}"]
+        elif isinstance(t, list):
+            self.union(t, v, lines, ind)
+        elif isinstance(t, dict) and t.get("type") in ("record", "error"):
+            lines.append(f"{p}{v}, i = {self.record_func(t)}(b, i, L)")
+        elif isinstance(t, dict) and t.get("type") == "enum":
+            syms = t["symbols"]
+            k = self.const(tuple(syms))
+            self.varint(v, lines, ind)
+            lines += [f"{p}if not 0 <= {v} < {len(syms)}:", f"{p}    raise Corrupt('an enum index out of range')",
+                      f"{p}{v} = {k}[{v}]"]
+        elif isinstance(t, dict) and t.get("type") == "fixed":
+            size = int(t["size"])
+            lines += [f"{p}if i + {size} > L:", f"{p}    raise IndexError", f"{p}{v} = b[i:i + {size}]",
+                      f"{p}i += {size}"]
+        elif isinstance(t, dict) and t.get("type") in ("array", "map"):
+            self.blocks(t, v, lines, ind)
+        else:
+            raise ValueError(f"unknown Avro type {str(t)[:80]!r}")
+        return v
+
+    def union(self, branches: list, v: str, lines: list, ind: int) -> None:
+        p = "    " * ind
+        if len(branches) > 63:  # indexes past 63 take two bytes: the general varint
+            n = self.var()
+            self.varint(n, lines, ind)
+            lines += [f"{p}if not 0 <= {n} < {len(branches)}:", f"{p}    raise Corrupt('a union index out of range')"]
+            test = n
+        else:  # every index a single byte, 2 * index (zig-zag): any other byte is no valid index
+            n = self.var()
+            lines += [f"{p}{n} = b[i]", f"{p}i += 1"]
+            test = n
+        for k, br in enumerate(branches):
+            key = 2 * k if len(branches) <= 63 else k
+            lines.append(f"{p}{'if' if k == 0 else 'elif'} {test} == {key}:")
+            expr = self.emit(br, lines, ind + 1)
+            lines.append(f"{p}    {v} = {expr}")
+        lines += [f"{p}else:", f"{p}    raise Corrupt(f'a union index byte {{{test}}} out of range')"]
+
+    def blocks(self, t: dict, v: str, lines: list, ind: int) -> None:
+        p = "    " * ind
+        is_map = t["type"] == "map"
+        n, size, start, j = self.var(), self.var(), self.var(), self.var()
+        lines.append(f"{p}{v} = {{}}" if is_map else f"{p}{v} = []")
+        lines.append(f"{p}while True:")
+        q = p + "    "
+        self.varint(n, lines, ind + 1)
+        lines += [f"{q}if {n} == 0:", f"{q}    break", f"{q}{size} = -1",
+                  f"{q}if {n} < 0:", f"{q}    {n} = -{n}"]
+        self.length(size, "block size", lines, ind + 2)
+        # every item of a type that is not null takes a byte or more: a count past the bytes is corrupt
+        lines += [f"{q}if {n} > L:", f"{q}    raise Corrupt('a block count past the body')", f"{q}{start} = i",
+                  f"{q}for {j} in range({n}):"]
+        r = q + "    "
+        if is_map:
+            key = self.emit("string", lines, ind + 2)
+            val = self.emit(t["values"], lines, ind + 2)
+            lines.append(f"{r}{v}[{key}] = {val}")
+        else:
+            item = self.emit(t["items"], lines, ind + 2)
+            lines.append(f"{r}{v}.append({item})")
+        lines += [f"{q}if {size} >= 0 and i - {start} != {size}:",
+                  f"{q}    raise Corrupt('a block size that is not its bytes')"]
+
+
+def compile_reader(parsed: Any) -> Callable[[bytes, int], Any] | None:
+    """The reader of one top-level record schema; None when it cannot be generated."""
+    try:
+        named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
+        gen = _Gen(named)
+        top = gen.resolve(parsed)
+        lines = ["def read(b, i):", "    L = len(b)"]
+        expr = gen.emit(top, lines, 1)
+        lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
+                  f"    return {expr}"]
+        src = "\n\n".join(gen.sources + ["\n".join(lines)])
+        scope: dict[str, Any] = {"Corrupt": Corrupt, "varint_tail": varint_tail, "_FLOAT": _FLOAT,
+                                 "_DOUBLE": _DOUBLE, **gen.consts}
+        exec(compile(src, "<avro reader>", "exec"), scope)  # noqa: S102 - source generated above from a schema
+        return scope["read"]
+    except (SyntaxError, RecursionError, MemoryError, ValueError, KeyError, TypeError):
+        return None
