@@ -24,9 +24,20 @@ the job uses, canonical through Spark's S3A; the checkpoints stay on local disk.
 ``--with-local`` the same records are also drained with a local lake in the same run, for the
 object-store / local figures side by side. No trickle runs on s3.
 
+``--formats`` measures the decode stage alone, in this process (no broker, no Spark): the same
+records (RandomUpdates over the orders table, Debezium's default precise decimals) encoded three
+ways and decoded by ``decode_batch`` in turn, batch by batch: JSON without schemas
+(JsonConverter ``schemas.enable=false``, what the backlog runs produce), JSON with schemas (its
+default, Debezium's usual JSON), and Avro in the Confluent wire format (devstack.avro_records:
+the schemas a Connect Avro converter derives, told to the decoder by id as a registry would
+serve them). The three must decode to the same events. Repetitions alternate the order; the
+figure per format is the median over them. ``--quick``: 20,000 records, 3 repetitions.
+
 Usage: python bench/ingest.py [--records 100000] [--batches 1000,5000,20000] [--pairs 2]
        [--trickle-rate 1000 --trickle-s 20] [--quick] [--lake local|s3 [--with-local]]
-Writes bench/results/ingest.md, ingest.json and ingest.png (``--lake s3``: ingest_s3.*).
+       python bench/ingest.py --formats [--quick] [--records N] [--reps 5] [--format-batch 5000]
+Writes bench/results/ingest.md, ingest.json and ingest.png (``--lake s3``: ingest_s3.*;
+``--formats``: ingest_formats.md and .json).
 """
 
 from __future__ import annotations
@@ -286,9 +297,17 @@ def main() -> int:
                     help="where both variants' tables live: a local folder or a real S3-API server (S3Proxy)")
     ap.add_argument("--with-local", action="store_true",
                     help="with --lake s3: also drain the records with a local lake in the same run")
+    ap.add_argument("--formats", action="store_true",
+                    help="the decode stage alone: the same records as JSON, JSON with schemas and Avro")
+    ap.add_argument("--reps", type=int, default=5, help="--formats: repetitions (alternating order)")
+    ap.add_argument("--format-batch", type=int, default=5000, help="--formats: records per decode_batch call")
     args = ap.parse_args()
     if args.variant:
         return child(args)
+    if args.formats:
+        if args.quick:
+            args.records, args.reps = 20_000, 3
+        return formats_run(args)
     if args.rewrite:
         saved = json.loads((REPO / "bench" / "results" / "ingest.json").read_text())
         args.records, args.pairs = saved["records"], saved["pairs"]
@@ -359,6 +378,100 @@ def main() -> int:
     else:
         _write(args, sizes, runs, trickles)
     return 0
+
+
+FORMATS = ("json", "json_schema", "avro")
+
+
+def formats_run(args) -> int:
+    """Decode the same records as JSON, JSON with schemas and Avro in this process; records/s each."""
+    from connectors import avro as AV
+    from connectors.debezium import decode_batch
+    from devstack.avro_records import AvroEvents
+    from devstack.producer import RandomUpdates, envelope, key_of
+
+    url = "http://127.0.0.1:9/bench-formats"  # no registry: the schemas are told to the decoder by id
+    table_raw = {k: v for k, v in TABLE.items() if k != "decimal_handling_mode"}  # precise, Debezium's default
+    cfg = {"json": parse_config({"tables": [table_raw]}),
+           "avro": parse_config({"tables": [{**table_raw, "encoding": "avro"}], "registry": {"url": url}})}
+    cfg["json_schema"] = cfg["json"]
+    table = cfg["json"].tables[0]
+    avro = AvroEvents(table, value_id=1, key_id=2)
+    AV.remember(url, 1, avro.value_schema)
+    AV.remember(url, 2, avro.key_schema)
+    gen = RandomUpdates(table, seed=1, domain=100_000)
+    recs: dict[str, list] = {f: [] for f in FORMATS}
+    ts = 1_764_000_000_000
+    for i in range(args.records):
+        op, before, after = gen.next()
+        row = after if after is not None else before
+        ts += 7  # a new source time every record, as a live stream has
+        coords = (table.topic, 0, i)
+        recs["json"].append(coords + (key_of(table, row), envelope(table, op, before, after, ts)))
+        recs["json_schema"].append(coords + (key_of(table, row, True), envelope(table, op, before, after, ts, True)))
+        recs["avro"].append(coords + (avro.key(row), avro.value(op, before, after, ts)))
+    size = {f: round(sum(len(r[3]) + len(r[4]) for r in rs) / len(rs), 1) for f, rs in recs.items()}
+    uptime = _uptime()
+    print(f"{args.records} records, batches of {args.format_batch}, {args.reps} repetitions; bytes per record "
+          f"(key + value): " + ", ".join(f"{f} {size[f]}" for f in FORMATS) + f"; {uptime}", flush=True)
+    rates: dict[str, list[float]] = {f: [] for f in FORMATS}
+    cpu_rates: dict[str, list[float]] = {f: [] for f in FORMATS}  # less moved by other processes than wall time
+    events: dict[str, list] = {}
+    for rep in range(args.reps):
+        for f in (FORMATS if rep % 2 == 0 else FORMATS[::-1]):
+            out, t, cpu = [], 0.0, 0.0
+            for start in range(0, args.records, args.format_batch):
+                chunk = recs[f][start:start + args.format_batch]
+                t0, c0 = time.perf_counter(), time.process_time()
+                d = decode_batch(cfg[f], chunk)
+                t += time.perf_counter() - t0
+                cpu += time.process_time() - c0
+                if d.rejected:
+                    raise SystemExit(f"{f}: {len(d.rejected)} records rejected, e.g. {d.rejected[0]}")
+                out.extend(d.events[table.name])
+            rates[f].append(args.records / t)
+            cpu_rates[f].append(args.records / cpu)
+            events.setdefault(f, out)
+            print(f"  rep {rep} {f}: {args.records / t:,.0f} records/s ({args.records / cpu:,.0f} per CPU-second)",
+                  flush=True)
+    for f in FORMATS[1:]:
+        if events[f] != events["json"]:
+            raise SystemExit(f"{f} decoded to other events than json")
+    med = {f: statistics.median(r) for f, r in rates.items()}
+    med_cpu = {f: statistics.median(r) for f, r in cpu_rates.items()}
+    uptime_after = _uptime()
+    res = {"records": args.records, "batch": args.format_batch, "reps": args.reps, "bytes_per_record": size,
+           "records_per_s": {f: [round(x) for x in r] for f, r in rates.items()},
+           "records_per_cpu_s": {f: [round(x) for x in r] for f, r in cpu_rates.items()},
+           "median": {f: round(x) for f, x in med.items()}, "median_cpu": {f: round(x) for f, x in med_cpu.items()},
+           "load_before": uptime, "load_after": uptime_after,
+           "cpu": os.cpu_count()}
+    out_dir = REPO / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ingest_formats.json").write_text(json.dumps(res, indent=1))
+    lines = ["# Decode stage: the same Debezium records as JSON and as Avro (bench/ingest.py --formats)", "",
+             f"{args.records} records (50% inserts, 30% updates, 20% deletes; the orders table: long, long, string, "
+             f"decimal(12,2), date, int), decoded by `decode_batch` in batches of {args.format_batch} in this "
+             f"process, {args.reps} repetitions in alternating order, median records/s. Machine: "
+             f"{os.cpu_count()} cores shared with other sessions; `uptime` before: {uptime}; after: "
+             f"{uptime_after}.", "",
+             "| format | bytes per record (key + value) | records/s (median, wall) | Avro / this | "
+             "records per CPU-second (median) | Avro / this |", "|---|---|---|---|---|---|"]
+    for f in FORMATS:
+        lines.append(f"| {f} | {size[f]} | {med[f]:,.0f} | {med['avro'] / med[f]:.2f}x | {med_cpu[f]:,.0f} | "
+                     f"{med_cpu['avro'] / med_cpu[f]:.2f}x |")
+    lines += ["", "Every repetition (wall): " + "; ".join(f"{f} " + ", ".join(f"{x:,.0f}" for x in rates[f])
+                                                      for f in FORMATS), ""]
+    (out_dir / "ingest_formats.md").write_text("\n".join(lines))
+    print("\n".join(lines[4:4 + 2 + len(FORMATS)]))
+    return 0
+
+
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "load average %.2f, %.2f, %.2f" % os.getloadavg()
 
 
 def _write_s3(args, sizes, runs, load) -> None:

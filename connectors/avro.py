@@ -45,6 +45,12 @@ _PRIMITIVE = {"int": "int32", "long": "int64", "float": "float", "double": "doub
 _CONNECT_INTS = ("int8", "int16")  # what "connect.type" narrows an Avro int to
 
 
+_UNSET = object()
+# Fields of a Debezium envelope the decoder never reads (connectors.debezium: before, after, op,
+# ts_ms and source.table): checked byte for byte, not made into values.
+ENVELOPE_SKIP = {"transaction": False, "ts_us": False, "ts_ns": False, "source": frozenset({"table"})}
+
+
 @dataclass
 class Writer:
     """One writer schema: fastavro's parsed form (logical types removed) and the Connect shape."""
@@ -56,6 +62,12 @@ class Writer:
     specs: dict = field(default_factory=dict)  # kind -> field specs, filled by connectors.debezium
     # the strict reader generated for this schema (connectors.avro_reader); None: fastavro + re-encoding
     reader: Callable[[bytes, int], Any] | None = None
+    envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
+
+    def envelope(self) -> Callable[[bytes, int], Any] | None:
+        if self.envelope_reader is _UNSET:
+            self.envelope_reader = compile_reader(self.parsed, ENVELOPE_SKIP) if self.reader is not None else None
+        return self.envelope_reader
 
 
 # (registry url, schema id) -> Writer, or the Bad every record with that id gets
@@ -166,9 +178,10 @@ def cached_ids() -> set[tuple[str, int]]:
 def prefetch(registry, values: Iterable[Any]) -> None:
     """Fetch the schemas of a batch's values before any is decoded, so that a registry that
     does not answer delays the batch before it rather than in the middle of it."""
-    for v in values:
-        if isinstance(v, (bytes, bytearray)) and len(v) >= PREFIX and v[0] == MAGIC:
-            sid = int.from_bytes(v[1:PREFIX], "big")
+    heads = {bytes(v[:PREFIX]) for v in values if v.__class__ is bytes or v.__class__ is bytearray}  # few distinct
+    for head in heads:
+        if len(head) == PREFIX and head[0] == MAGIC:
+            sid = int.from_bytes(head[1:], "big")
             if (registry.url, sid) not in _SCHEMAS:
                 try:
                     schema(registry, sid)
@@ -279,18 +292,20 @@ def _connect(s: Any, ns: str | None, named: dict) -> dict:
 
 # ---------------------------------------------------------------- bodies
 
-def read(value: Any, registry) -> tuple[Any, Writer]:
-    """(the decoded body, its writer schema) of one wire-format value."""
+def read(value: Any, registry, envelope: bool = False) -> tuple[Any, Writer]:
+    """(the decoded body, its writer schema) of one wire-format value. ``envelope``: a Debezium
+    envelope's body, without the fields ENVELOPE_SKIP names (every byte checked all the same)."""
     if value.__class__ is bytes and len(value) >= PREFIX and value[0] == MAGIC:  # the usual case: no copy
         sid, data, start = int.from_bytes(value[1:PREFIX], "big"), value, PREFIX
     else:
         sid, data = split(value)
         start = 0
     w = schema(registry, sid)
-    if w.reader is None:
+    reader = w.envelope() if envelope else w.reader
+    if reader is None:
         return _read_checked(data[start:], sid, w), w
     try:
-        return w.reader(data, start), w
+        return reader(data, start), w
     except (IndexError, struct.error):
         raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({len(data) - start} bytes) ends before its schema {sid} "
                                        "does") from None

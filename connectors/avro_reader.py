@@ -24,6 +24,7 @@ gives ``None``: the caller then reads with fastavro and checks by encoding again
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any, Callable
 
@@ -58,6 +59,37 @@ _COMPLEX = {"record", "error", "enum", "fixed", "array", "map"}
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
+def bad_number(b: bytes, i: int, bits: int) -> None:
+    """Raise what is wrong with the varint at ``i`` (one the quick check refused)."""
+    c = b[i]
+    v = (c >> 1) ^ -(c & 1) if c < 0x80 else varint_tail(b, i + 1, c)[0]
+    if bits == 32 and not _INT_MIN <= v <= _INT_MAX:
+        raise Corrupt("an int past 32 bits")
+    raise Corrupt("a number that is no canonical varint")  # not reached: the checks above raise
+
+
+# Canonical zig-zag varints, one to 10 bytes (the 10th 0x01: 64 bits), or 5 for an int (its 5th
+# byte holds 4 bits): no over-long form (a last byte 0x00 after others), nothing past the width.
+_LONG_OK = re.compile(b"\\x00|[\\x80-\\xff]{0,8}[\\x01-\\x7f]|[\\x80-\\xff]{9}\\x01").match
+_INT_OK = re.compile(b"\\x00|[\\x80-\\xff]{0,3}[\\x01-\\x7f]|[\\x80-\\xff]{4}[\\x01-\\x0f]").match
+
+
+def _wanted(keep: Any, name: str) -> bool:
+    """Whether a record's field is made: ``keep`` None (all), a frozenset (those), or a dict
+    (the top record's: False for a field checked only, a frozenset for the fields to make of a
+    field's own record; any other field made)."""
+    if keep is None:
+        return True
+    if isinstance(keep, frozenset):
+        return name in keep
+    return keep.get(name, True) is not False
+
+
+def _sub(keep: Any, name: str) -> Any:
+    sub = keep.get(name) if isinstance(keep, dict) else None
+    return sub if isinstance(sub, frozenset) else None
+
+
 class _Gen:
     def __init__(self, named: dict) -> None:
         self.named = named
@@ -87,17 +119,22 @@ class _Gen:
             else:
                 return t
 
-    def record_func(self, rec: dict) -> str:
-        name = rec["name"]
-        fn = self.funcs.get(name)
+    def record_func(self, rec: dict, build: bool = True, keep: Any = None) -> str:
+        """The function reading a record: building every field, the fields in ``keep`` (the
+        others validated only), or none (``build`` False: validated only, returns None)."""
+        k = (rec["name"], build, tuple(sorted(keep.items())) if isinstance(keep, dict) else keep)
+        fn = self.funcs.get(k)
         if fn is not None:
             return fn
-        fn = self.funcs[name] = f"r{len(self.funcs)}"
+        fn = self.funcs[k] = f"r{len(self.funcs)}"
         lines = [f"def {fn}(b, i, L):"]
         out = []
         for f in rec["fields"]:
-            out.append((f["name"], self.emit(f["type"], lines, 1)))
-        lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i")
+            want = build and _wanted(keep, f["name"])
+            v = self.emit(f["type"], lines, 1, want, _sub(keep, f["name"]) if want else None)
+            if want:
+                out.append((f["name"], v))
+        lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i" if build else "    return None, i")
         self.sources.append("\n".join(lines))
         return fn
 
@@ -112,11 +149,15 @@ class _Gen:
         self.varint(v, lines, ind)
         lines += [f"{p}if {v} < 0:", f"{p}    raise Corrupt('a negative {what}')"]
 
-    def emit(self, t: Any, lines: list, ind: int) -> str:
-        """Lines that read a value of ``t`` at ``i``; the expression holding it."""
+    def emit(self, t: Any, lines: list, ind: int, build: bool = True, keep: Any = None) -> str:
+        """Lines that read a value of ``t`` at ``i``; the expression holding it. ``build``
+        False: lines that check the bytes and move past them, the value not made ("None")."""
         t = self.resolve(t)
         p = "    " * ind
         if t == "null":
+            return "None"
+        if not build:
+            self.skip(t, lines, ind)
             return "None"
         v = self.var()
         if t == "boolean":
@@ -137,9 +178,9 @@ class _Gen:
             lines += [f"{p}{n} += i", f"{p}if {n} > L:", f"{p}    raise IndexError",
                       f"{p}{v} = b[i:{n}]" + (".decode()" if t == "string" else ""), f"{p}i = {n}"]
         elif isinstance(t, list):
-            self.union(t, v, lines, ind)
+            self.union(t, v, lines, ind, keep)
         elif isinstance(t, dict) and t.get("type") in ("record", "error"):
-            lines.append(f"{p}{v}, i = {self.record_func(t)}(b, i, L)")
+            lines.append(f"{p}{v}, i = {self.record_func(t, True, keep)}(b, i, L)")
         elif isinstance(t, dict) and t.get("type") == "enum":
             syms = t["symbols"]
             k = self.const(tuple(syms))
@@ -156,23 +197,47 @@ class _Gen:
             raise ValueError(f"unknown Avro type {str(t)[:80]!r}")
         return v
 
-    def union(self, branches: list, v: str, lines: list, ind: int) -> None:
+    def skip(self, t: Any, lines: list, ind: int) -> None:
+        """Check a value's bytes as ``emit`` does, without making the value."""
         p = "    " * ind
-        if len(branches) > 63:  # indexes past 63 take two bytes: the general varint
+        if t in ("int", "long"):  # a canonical varint of the width, at C speed; else the exact error
+            lines += [f"{p}m = {'_INT_OK' if t == 'int' else '_LONG_OK'}(b, i)", f"{p}if m is None:",
+                      f"{p}    bad_number(b, i, {32 if t == 'int' else 64})", f"{p}i = m.end()"]
+        elif t == "boolean":
+            lines += [f"{p}if b[i] > 1:", f"{p}    raise Corrupt(f'a boolean byte {{b[i]}}')", f"{p}i += 1"]
+        elif t in ("float", "double"):
+            w = 4 if t == "float" else 8
+            lines += [f"{p}i += {w}", f"{p}if i > L:", f"{p}    raise IndexError"]
+        elif t == "string":  # decoded all the same: that is the UTF-8 check
+            self.emit(t, lines, ind)
+        elif t == "bytes":
             n = self.var()
+            self.length(n, "length", lines, ind)
+            lines += [f"{p}i += {n}", f"{p}if i > L:", f"{p}    raise IndexError"]
+        elif isinstance(t, list):
+            self.union(t, None, lines, ind, None)
+        elif isinstance(t, dict) and t.get("type") in ("record", "error"):
+            lines.append(f"{p}_, i = {self.record_func(t, False)}(b, i, L)")
+        elif isinstance(t, dict) and t.get("type") in ("enum", "fixed", "array", "map"):
+            self.emit(t, lines, ind)
+        else:
+            raise ValueError(f"unknown Avro type {str(t)[:80]!r}")
+
+    def union(self, branches: list, v: str | None, lines: list, ind: int, keep: Any) -> None:
+        """``v`` None: the branch checked, no value made."""
+        p = "    " * ind
+        n = self.var()
+        if len(branches) > 63:  # indexes past 63 take two bytes: the general varint
             self.varint(n, lines, ind)
             lines += [f"{p}if not 0 <= {n} < {len(branches)}:", f"{p}    raise Corrupt('a union index out of range')"]
-            test = n
         else:  # every index a single byte, 2 * index (zig-zag): any other byte is no valid index
-            n = self.var()
             lines += [f"{p}{n} = b[i]", f"{p}i += 1"]
-            test = n
         for k, br in enumerate(branches):
             key = 2 * k if len(branches) <= 63 else k
-            lines.append(f"{p}{'if' if k == 0 else 'elif'} {test} == {key}:")
-            expr = self.emit(br, lines, ind + 1)
-            lines.append(f"{p}    {v} = {expr}")
-        lines += [f"{p}else:", f"{p}    raise Corrupt(f'a union index byte {{{test}}} out of range')"]
+            lines.append(f"{p}{'if' if k == 0 else 'elif'} {n} == {key}:")
+            expr = self.emit(br, lines, ind + 1, v is not None, keep)
+            lines.append(f"{p}    {v} = {expr}" if v is not None else f"{p}    pass")
+        lines += [f"{p}else:", f"{p}    raise Corrupt(f'a union index byte {{{n}}} out of range')"]
 
     def blocks(self, t: dict, v: str, lines: list, ind: int) -> None:
         p = "    " * ind
@@ -200,19 +265,26 @@ class _Gen:
                   f"{q}    raise Corrupt('a block size that is not its bytes')"]
 
 
-def compile_reader(parsed: Any) -> Callable[[bytes, int], Any] | None:
-    """The reader of one top-level record schema; None when it cannot be generated."""
+def compile_reader(parsed: Any, skip: dict | None = None) -> Callable[[bytes, int], Any] | None:
+    """The reader of one top-level record schema; None when it cannot be generated.
+
+    ``skip``: top-level fields whose values are not wanted: False (the bytes checked, the field
+    left out of the result) or a frozenset of the fields to make of that field's record (its
+    other fields checked only). A skipped ``long`` costs one regular-expression match instead
+    of a loop over its bytes.
+    """
     try:
         named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
         gen = _Gen(named)
         top = gen.resolve(parsed)
         lines = ["def read(b, i):", "    L = len(b)"]
-        expr = gen.emit(top, lines, 1)
+        expr = gen.emit(top, lines, 1, True, dict(skip) if skip else None)
         lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
                   f"    return {expr}"]
         src = "\n\n".join(gen.sources + ["\n".join(lines)])
-        scope: dict[str, Any] = {"Corrupt": Corrupt, "varint_tail": varint_tail, "_FLOAT": _FLOAT,
-                                 "_DOUBLE": _DOUBLE, **gen.consts}
+        scope: dict[str, Any] = {"Corrupt": Corrupt, "varint_tail": varint_tail, "bad_number": bad_number,
+                                 "_FLOAT": _FLOAT, "_DOUBLE": _DOUBLE, "_LONG_OK": _LONG_OK, "_INT_OK": _INT_OK,
+                                 **gen.consts}
         exec(compile(src, "<avro reader>", "exec"), scope)  # noqa: S102 - source generated above from a schema
         return scope["read"]
     except (SyntaxError, RecursionError, MemoryError, ValueError, KeyError, TypeError):

@@ -487,16 +487,15 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     if value is None:
         return _unwrapped_tombstone(candidates[0], key, partition, offset, plans) if unwrapped else None
     if candidates and candidates[0].encoding == "avro":
-        doc, schema_text = AV.read(value, cfg.registry)  # (the body, its Writer: the schema)
-        doc, schema_text = {"schema": schema_text, "payload": doc}, None
+        payload, schema = AV.read(value, cfg.registry, not unwrapped)  # the body; its Writer is the schema
+        schema_text = None
     else:
         doc, schema_text = _parse(value, "value", "u" if unwrapped else "v")
-    fields = None
-    if _is_wrapper(doc):
-        payload = doc["payload"]
-        schema = doc.get("schema")
-    else:
-        payload, schema = doc, None
+        if _is_wrapper(doc):
+            payload = doc["payload"]
+            schema = doc.get("schema")
+        else:
+            payload, schema = doc, None
     if payload is None:
         return _unwrapped_tombstone(candidates[0], key, partition, offset, plans) if unwrapped else None
     if not isinstance(payload, dict):

@@ -113,3 +113,38 @@ def test_truncated_and_bad_text():
 
 def test_unusable_schema_gives_none():
     assert compile_reader({"type": "record", "name": "X", "fields": [{"name": "a", "type": "nope"}]}) is None
+
+
+def test_devstack_avro_events_decode_like_their_json():
+    """The bench's Avro records (devstack.avro_records) decode to the events of the same
+    changes written as JSON with schemas, ENVELOPE_SKIP's fields left out of the reading."""
+    from connectors import avro as AV
+    from connectors.debezium import decode_batch
+    from devstack.avro_records import AvroEvents
+    from devstack.producer import RandomUpdates, envelope, key_of
+    from streaming_app.settings import parse_config
+
+    url = "http://127.0.0.1:9/devstack-avro"
+    raw = {"name": "t", "topic": "d.t", "primary_key": "id", "not_null": ["n"],
+           "columns": {"id": "long", "n": "int", "s": "string", "p": "decimal(9,3)", "d": "date", "ts": "timestamp",
+                       "b": "binary", "ok": "boolean", "x": "double"}}
+    cj = parse_config({"tables": [raw]})
+    ca = parse_config({"tables": [{**raw, "encoding": "avro"}], "registry": {"url": url}})
+    table = cj.tables[0]
+    ev = AvroEvents(table, 21, 22)
+    AV.remember(url, 21, ev.value_schema)
+    AV.remember(url, 22, ev.key_schema)
+    gen = RandomUpdates(table, seed=3, domain=1000)
+    js, av = [], []
+    for i in range(300):
+        op, before, after = gen.next()
+        row = after if after is not None else before
+        js.append(("d.t", 0, i, key_of(table, row, True), envelope(table, op, before, after, 1000 + i, True)))
+        av.append(("d.t", 0, i, ev.key(row), ev.value(op, before, after, 1000 + i)))
+    dj, da = decode_batch(cj, js), decode_batch(ca, av)
+    assert not dj.rejected and not da.rejected
+    assert len(dj.events["t"]) == 300 and da.events == dj.events
+    doc, _ = AV.read(av[0][4], ca.registry, envelope=True)
+    assert set(doc) == {"before", "after", "source", "op", "ts_ms"} and doc["source"] == {"table": "t"}
+    full, _ = AV.read(av[0][4], ca.registry)
+    assert {"transaction", "ts_us", "ts_ns"} <= set(full) and full["source"]["connector"] == "postgresql"
