@@ -48,8 +48,10 @@ import msgspec
 
 from connectors import avro as AV
 from connectors import unwrap as U
-from connectors.debezium_types import (PLACEHOLDER, PLACEHOLDER_B64, PLACEHOLDER_BYTES, VARIABLE_DECIMAL, Bad, FieldSpec,
-                                       Modes, column_decoder, field_spec, is_placeholder)
+from connectors.debezium_types import (BITS, CONNECT_DECIMAL, DATE_NAMES, PLACEHOLDER, PLACEHOLDER_B64,
+                                       PLACEHOLDER_BYTES, TIME_UNITS, TS_UNITS, VARIABLE_DECIMAL, ZONED_TIME,
+                                       ZONED_TIMESTAMP, Bad, FieldSpec, Modes, column_decoder, field_spec,
+                                       is_placeholder)
 from core import errors as E
 from core.errors import RegistryUnavailable
 from core.config import JobConfig, TableConfig
@@ -295,7 +297,13 @@ class _Plans:
             plan = [(c, (fields.get(c) if fields else None)) for c in names]
             wrong = [(c, spec) for c, spec in plan if spec is not None and not _can_fill(spec, types[c])] \
                 if table.encoding == "avro" else []
-            if wrong:
+            absent = [c for c in table.primary_key if fields is not None and c not in fields] \
+                if table.encoding == "avro" else []
+            if absent:  # a writer schema, not one record's image: every record of it lacks the key
+                hit = (fields, Bad(E.DATA_AVRO_SCHEMA_MISMATCH,
+                                   f"the writer schema's {'key' if columns == 'key' else 'rows'} have no field for "
+                                   f"primary-key column(s) {absent}"))
+            elif wrong:
                 c, spec = wrong[0]
                 hit = (fields, Bad(E.DATA_AVRO_SCHEMA_MISMATCH,
                                    f"the writer schema makes column {c!r} a {spec.type}"
@@ -311,14 +319,45 @@ class _Plans:
 
 def _can_fill(spec: FieldSpec, typ: str) -> bool:
     """False when no value of a schema field can become the declared type (an Avro writer
-    schema is checked once, not value by value); True does not promise every value fits."""
-    if spec.type in ("struct", "array", "map"):
-        return spec.name == VARIABLE_DECIMAL and typ.startswith("decimal")
-    if spec.type == "boolean":
-        return typ == "boolean"
-    if spec.type == "bytes" and spec.name is None:
-        return typ == "binary"
-    return True
+    schema is checked once, not value by value); True does not promise every value fits.
+    What each kind of source value fills follows connectors.debezium_types' ``from_schema``
+    and ``fit``."""
+    kinds = _source_kinds(spec, typ)
+    if kinds is None:
+        return True
+    family = "decimal" if typ.startswith("decimal") else "int" if typ in ("int", "long") else typ
+    return bool(kinds & _FILLS.get(family, kinds))
+
+
+# declared type -> the kinds of source value it takes (debezium_types.fit; text reaches a decimal
+# under decimal.handling.mode=string, a double as "NaN" or "Infinity")
+_FILLS = {"int": {"int", "dec", "time"}, "double": {"int", "dec", "str"}, "decimal": {"int", "dec", "str"},
+          "string": {"str", "time"}, "boolean": {"bool", "int"}, "binary": {"bytes"}, "date": {"date", "str"},
+          "timestamp": {"ts", "str"}}
+_SCHEMA_KINDS = {"boolean": {"bool"}, "int8": {"int"}, "int16": {"int"}, "int32": {"int"}, "int64": {"int"},
+                 "float": {"dec"}, "double": {"dec"}, "string": {"str"}, "bytes": {"bytes"},
+                 "struct": set(), "array": set(), "map": set()}
+
+
+def _source_kinds(spec: FieldSpec, typ: str) -> set | None:
+    """The kinds of value ``from_schema`` makes of an Avro value of this field (an Avro bytes
+    value is bytes, not base64 text: it fills a binary column only); None: not known."""
+    name = spec.name
+    if name in (CONNECT_DECIMAL, VARIABLE_DECIMAL):
+        return {"dec"}
+    if name in DATE_NAMES:
+        return {"date"}
+    if name in TIME_UNITS:
+        return {"time"}
+    if name in TS_UNITS:
+        return {"ts"}
+    if name == ZONED_TIMESTAMP:
+        return {"str"} if typ == "string" else {"ts"}
+    if name == ZONED_TIME:
+        return {"str"} if typ == "string" else {"time"}
+    if name == BITS:
+        return {"int"} if typ in ("int", "long") else {"bytes"}
+    return _SCHEMA_KINDS.get(spec.type)
 
 
 def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig, what: str, plans: _Plans) -> tuple:

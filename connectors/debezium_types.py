@@ -51,11 +51,11 @@ MAX_DECIMAL_BYTES = 1024  # an unscaled value longer than this cannot fit decima
 # Debezium semantic type names
 CONNECT_DECIMAL = "org.apache.kafka.connect.data.Decimal"
 VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-_DATE_NAMES = {"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"}
+DATE_NAMES = {"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"}
 # time of day and timestamps: nanoseconds per unit
-_TIME_UNITS = {"io.debezium.time.Time": 10**6, "org.apache.kafka.connect.data.Time": 10**6,
+TIME_UNITS = {"io.debezium.time.Time": 10**6, "org.apache.kafka.connect.data.Time": 10**6,
                "io.debezium.time.MicroTime": 10**3, "io.debezium.time.NanoTime": 1}
-_TS_UNITS = {"io.debezium.time.Timestamp": 10**6, "org.apache.kafka.connect.data.Timestamp": 10**6,
+TS_UNITS = {"io.debezium.time.Timestamp": 10**6, "org.apache.kafka.connect.data.Timestamp": 10**6,
              "io.debezium.time.MicroTimestamp": 10**3, "io.debezium.time.NanoTimestamp": 1}
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 ZONED_TIME = "io.debezium.time.ZonedTime"
@@ -333,14 +333,14 @@ def from_schema(raw: Any, spec: FieldSpec, typ: str, what: str) -> Any:
             return _number(raw, what)  # JsonConverter decimal.format=NUMERIC
         if name == VARIABLE_DECIMAL:
             return _variable_scale(raw, what)
-        if name in _DATE_NAMES:
+        if name in DATE_NAMES:
             return _date_int(_integer(raw, what))
-        unit = _TIME_UNITS.get(name)
+        unit = TIME_UNITS.get(name)
         if unit is not None:
             # A signed duration: PostgreSQL sends 00:00:00-24:00:00, MySQL's TIME spans
             # -838:59:59..838:59:59 under the same names (debezium-mysql.md section 4).
             return Temporal("time", _integer(raw, what) * unit)
-        unit = _TS_UNITS.get(name)
+        unit = TS_UNITS.get(name)
         if unit is not None:
             return _timestamp_int(_integer(raw, what), unit)
         if name == ZONED_TIMESTAMP:
@@ -613,7 +613,7 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
             return raw if raw.__class__ is bool else general(raw, what)
         return dec_bool
     if typ == "timestamp":
-        unit = _TS_UNITS.get(name) if spec is not None else TS_UNIT_BY_MODE[modes.time]
+        unit = TS_UNITS.get(name) if spec is not None else TS_UNIT_BY_MODE[modes.time]
         if unit == 10**3 and (spec is None or stype == "int64"):
             sentinels = _TS_INFINITY[10**3]
 
@@ -630,7 +630,7 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
         fast = _decimal_decoder(int(m.group(1)), int(m.group(2)), spec, modes, general)
         if fast is not None:
             return fast
-    if typ == "date" and (spec is None or name in _DATE_NAMES):
+    if typ == "date" and (spec is None or name in DATE_NAMES):
         def dec_days(raw: Any, what: str) -> Any:
             if raw.__class__ is int and raw not in DATE_INFINITY:
                 try:

@@ -17,6 +17,7 @@ import json
 import random
 import struct
 import time
+import zlib
 from decimal import Decimal
 
 import fastavro
@@ -344,3 +345,41 @@ def test_a_registry_that_does_not_answer_holds_the_batch_and_quarantines_nothing
     assert time.monotonic() - t >= 0.6
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the batch waits, retrying every 0.2 s" in err[0]
+
+
+@pytest.mark.parametrize("change,ok", [
+    ({"drop": "id"}, False),  # no field for the primary key
+    ({"id": "string"}, False),  # text where a long is declared
+    ({"note": "long"}, False),  # a number where a string is declared
+    ({"day": {"type": "long", **_p("io.debezium.time.MicroTimestamp")}}, False),  # a timestamp for a date
+    ({"ts": {"type": "int", **_p("io.debezium.time.Date")}}, False),  # a date for a timestamp
+    ({"ok": "string"}, False),  # text for a boolean
+    ({"blob": "string"}, False),  # text for binary
+    ({"score": "boolean"}, False),
+    ({"price": "string"}, True),  # decimal.handling.mode=string
+    ({"score": "long"}, True),  # a number fills a double
+    ({"small": "long"}, True),  # a wider number: value by value
+    ({"ok": {"type": "int", "connect.type": "int16"}}, True),  # MySQL TINYINT(1) for a boolean
+    ({"tod": "long"}, False),  # the declared string takes text or a time of day, not a bare number
+])
+def test_a_writer_schema_that_does_not_match_the_columns_is_quarantined(change, ok):
+    """Checked once per writer schema: a key column it lacks or a field of a kind the declared
+    type never takes is DATA_AVRO_SCHEMA_MISMATCH for every record of that schema."""
+    fields = []
+    for col, t, js in FIELDS:
+        if change.get("drop") == col:
+            continue
+        fields.append((col, change.get(col, t), js))
+    sid = 1000 + zlib.crc32(json.dumps(change, sort_keys=True).encode()) % 100_000  # one id per schema
+    AV.remember(URL, sid, avro_envelope(fields))
+    row = {c: None for c, _, _ in fields}
+    if "id" in row:
+        row["id"] = "7" if change.get("id") == "string" else 7
+    value = wire(sid, avro_envelope(fields), {"before": None, "after": row, "source": {"table": "t", "lsn": 1},
+                                             "op": "c", "ts_ms": 1})
+    out = decode_batch(config("avro"), [(TOPIC, 0, 0, None, value)])
+    if ok:
+        assert not out.rejected and [e.key for e in out.events["t"]] == [(7,)]
+    else:
+        assert [r.code for r in out.rejected] == ["DATA_AVRO_SCHEMA_MISMATCH"] and not out.events["t"]
+        assert "writer schema" in out.rejected[0].reason
