@@ -36,7 +36,7 @@ import fastavro
 from connectors.avro_reader import Corrupt, compile_reader
 from connectors.debezium_types import CONNECT_DECIMAL, Bad
 from core import errors as E
-from core.errors import RegistryUnavailable
+from core.errors import RegistryRefused, RegistryUnavailable
 
 MAGIC = 0
 PREFIX = 5  # magic byte + 4-byte schema id
@@ -92,27 +92,62 @@ def split(value: Any) -> tuple[int, bytes]:
 
 # ---------------------------------------------------------------- the registry
 
-def _request(registry, path: str) -> tuple[int, bytes]:
-    req = urllib.request.Request(registry.url + path, headers={"Accept": "application/json"})
+def auth_headers(registry) -> dict[str, str]:
+    """The HTTP headers every request to the registry carries: Accept, and the credentials of
+    ``[registry]`` (basic auth for user + password, a bearer token) when it has any."""
+    headers = {"Accept": "application/json"}
     if registry.user is not None:
         cred = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
-        req.add_header("Authorization", f"Basic {cred}")
+        headers["Authorization"] = f"Basic {cred}"
     elif registry.token is not None:
-        req.add_header("Authorization", f"Bearer {registry.token}")
+        headers["Authorization"] = f"Bearer {registry.token}"
+    return headers
+
+
+def _request(registry, path: str) -> tuple[int, bytes]:
+    req = urllib.request.Request(registry.url + path, headers=auth_headers(registry))
     try:
         with urllib.request.urlopen(req, timeout=registry.timeout_s) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            raise RegistryRefused(refusal(registry, e.code)) from None
         return e.code, e.read() or b""
     except (urllib.error.URLError, OSError, TimeoutError) as e:
         reason = getattr(e, "reason", e)
         raise RegistryUnavailable(f"schema registry {registry.url} does not answer: {reason}") from None
 
 
+def refusal(registry, status: int) -> str:
+    """The one line for credentials the registry refuses (never the secret itself)."""
+    if registry.user is not None:
+        sent = f"basic auth as {registry.user!r} (password from {registry.auth_from})"
+    elif registry.token is not None:
+        sent = f"a bearer token (from {registry.auth_from})"
+    else:
+        sent = "no credentials"
+    return (f"schema registry {registry.url} refuses the job's request (HTTP {status}) with {sent}; "
+            "set [registry] user with password_file (or IVMSTREAM_REGISTRY_PASSWORD), or token_file "
+            "(or IVMSTREAM_REGISTRY_TOKEN)")
+
+
+def check_access(registry) -> str | None:
+    """Whether the registry lets the job in, before any batch (``GET {url}/subjects``): None
+    when it answers; a line when it does not answer (the batches will wait for it);
+    RegistryRefused when it refuses the credentials."""
+    try:
+        status, _ = _request(registry, "/subjects")
+    except RegistryUnavailable as e:
+        return f"{e}; the batches will wait for it"
+    if status >= 500:
+        return f"schema registry {registry.url} answers HTTP {status}; the batches will wait for it"
+    return None
+
+
 def fetch(registry, schema_id: int) -> str | None:
     """The schema text the registry holds for ``schema_id``; None when it has none (404).
-    RegistryUnavailable when it does not answer, answers 5xx, or refuses the credentials
-    (the records are good: they wait for a registry that lets them be read)."""
+    RegistryUnavailable when it does not answer or answers 5xx (the records are good: they
+    wait for it); RegistryRefused when it refuses the credentials (401/403)."""
     status, body = _request(registry, f"/schemas/ids/{schema_id}")
     if status == 404:
         return None
@@ -168,6 +203,12 @@ def remember(url: str, schema_id: int, schema_text: Any) -> Writer | Bad:
     text = schema_text if isinstance(schema_text, str) else json.dumps(schema_text)
     hit = _SCHEMAS[(url.rstrip("/"), schema_id)] = writer(url.rstrip("/"), schema_id, text)
     return hit
+
+
+def forget(url: str) -> None:
+    """Drop every schema cached from the registry at ``url`` (they are fetched again)."""
+    for k in [k for k in _SCHEMAS if k[0] == url.rstrip("/")]:
+        del _SCHEMAS[k]
 
 
 def cached_ids() -> set[tuple[str, int]]:

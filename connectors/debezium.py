@@ -53,7 +53,7 @@ from connectors.debezium_types import (BITS, CONNECT_DECIMAL, DATE_NAMES, PLACEH
                                        ZONED_TIMESTAMP, Bad, FieldSpec, Modes, column_decoder, field_spec,
                                        is_placeholder)
 from core import errors as E
-from core.errors import RegistryUnavailable
+from core.errors import RegistryRefused, RegistryUnavailable
 from core.config import JobConfig, TableConfig
 
 OPS = ("c", "r", "u", "d", "t")
@@ -723,8 +723,8 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
             out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),
                                          quarantine_text(value, avro), bad.code, _text(bad.reason)))
             continue
-        except RegistryUnavailable:
-            raise  # not the record's fault: the batch fails and is retried, nothing quarantined
+        except (RegistryUnavailable, RegistryRefused):
+            raise  # not the record's fault: the batch fails, nothing quarantined
         except Exception as e:  # noqa: BLE001 - one record never fails the batch
             avro = topic in avro_topics
             out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),

@@ -65,6 +65,7 @@ def security_properties(kafka: KafkaConfig) -> dict[str, str]:
 
 
 def masked(props: dict) -> dict:
-    """``props`` with every secret value replaced: passwords and SASL logins (for printing)."""
-    secret = ("password", "jaas.config", "secret")
+    """``props`` with every secret value replaced: passwords, SASL logins, a schema registry's
+    basic-auth user info and bearer token (for printing)."""
+    secret = ("password", "jaas.config", "secret", "user.info", "auth.token")
     return {k: ("********" if any(s in k.lower() for s in secret) and v else v) for k, v in props.items()}

@@ -91,3 +91,10 @@ class RegistryUnavailable(IvmError):
     """The schema registry did not answer (refused, timed out, 5xx): records wait, none is quarantined."""
 
     code = "IVM530"
+
+
+class RegistryRefused(IvmError):
+    """The schema registry refuses the job's credentials (HTTP 401/403): the job stops with one
+    line, no record quarantined, no offset committed; waiting would not make them right."""
+
+    code = "IVM531"

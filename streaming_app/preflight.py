@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from connectors import object_store
+from connectors.avro import check_access
 from connectors.kafka_client import python_options
 from connectors.s3_lease import S3Lease
 from core.errors import ConfigError, IvmError
@@ -140,6 +141,17 @@ def refused(kafka, e: Exception) -> str:
     return (f"the Kafka broker at {kafka.bootstrap_servers} refused the job's connection{who} "
             f"({type(e).__name__}: {why}); check [kafka] username, password_file (or IVMSTREAM_KAFKA_PASSWORD) "
             "and the truststore in options")
+
+
+def check_registry(cfg, say: Callable[[str], None] = print) -> None:
+    """A job with Avro tables asks its schema registry once before Spark starts: credentials it
+    refuses end the job here in one line (RegistryRefused, IVM531); a registry that does not
+    answer yet is said, and the batches wait for it."""
+    if cfg.registry is None or not any(t.encoding == "avro" for t in cfg.tables):
+        return
+    line = check_access(cfg.registry)
+    if line:
+        say(line)
 
 
 def check_topics(cfg, say: Callable[[str], None] = print) -> None:

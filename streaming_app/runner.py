@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import signal
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import Callable
 
 from connectors import object_store
 from core.config import JobConfig
+from core.errors import RegistryRefused
 from state.backends import MemoryBackend, StateBackend
 from streaming_app import metrics
 from streaming_app import preflight
@@ -83,6 +85,7 @@ def run_job(cfg: JobConfig, *, duration_s: float | None = None, available_now: b
         preflight.wait_for_broker(cfg.kafka.bootstrap_servers, say=say,
                                   give_up_at=None if duration_s is None else t0 + duration_s)
         preflight.check_topics(cfg, say=say)
+        preflight.check_registry(cfg, say=say)
         left = None if duration_s is None else max(1.0, duration_s - (time.monotonic() - t0))
         return _run(cfg, duration_s=left, available_now=available_now, ui=ui, maintainers=maintainers,
                     stop_event=stop_event, quiet=quiet, spark=spark, say=say, observer=observer)
@@ -159,6 +162,9 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
         # A batch refused because a stop was requested ends the query with StopRequested:
         # that is the clean stop itself (the refused batch runs again on restart).
         if exc is not None and not (stopped and "StopRequested" in str(exc)):
+            refused = re.search(r"(?m)RegistryRefused: (.+)$", str(exc))
+            if refused:  # credentials the registry stopped taking mid-run: its one line, not Spark's trace
+                raise RegistryRefused(refused.group(1).strip())
             raise RuntimeError(f"streaming query '{cfg.name}' failed: {exc}")
     finally:
         for sig, handler in previous.items():

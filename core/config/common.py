@@ -63,6 +63,9 @@ ENV = {
     # password of [debezium] when neither password nor password_file is.
     "kafka_password": "IVMSTREAM_KAFKA_PASSWORD",
     "db_password": "IVMSTREAM_DB_PASSWORD",
+    # [registry] auth when the section names no password_file / token (user: the password).
+    "registry_password": "IVMSTREAM_REGISTRY_PASSWORD",
+    "registry_token": "IVMSTREAM_REGISTRY_TOKEN",
     # Fault injection for recovery tests: "<step>:<batch_id>" SIGKILLs the job at that step.
     "kill_at": "IVMSTREAM_KILL_AT",
 }

@@ -16,7 +16,7 @@ CONNECTORS = ("postgres", "mysql")
 _DEBEZIUM_KEYS = {"connector", "server_id", "host", "port", "database", "user", "password", "password_file", "schema", "topic_prefix", "connector_name",
                   "slot_name", "publication_name", "decimal_handling_mode", "time_precision_mode",
                   "connect_url", "properties", "encoding"}
-_REGISTRY_KEYS = {"url", "user", "password", "token", "timeout_s", "retry_s", "give_up_s"}
+_REGISTRY_KEYS = {"url", "user", "password", "token", "password_file", "token_file", "timeout_s", "retry_s", "give_up_s"}
 
 
 @dataclass(frozen=True)
@@ -90,23 +90,28 @@ class RegistryConfig:
     """``[registry]``: a Confluent-compatible schema registry that Avro records name by id.
 
     ``url`` is its Confluent API root (``GET {url}/schemas/ids/{id}``): Confluent's registry at
-    its root, Apicurio's at ``/apis/ccompat/v7``. ``user`` + ``password`` send HTTP basic auth,
-    ``token`` a bearer token. A request that gets no answer in ``timeout_s`` is retried every
+    its root, Apicurio's at ``/apis/ccompat/v7``. ``user`` + a password send HTTP basic auth,
+    a token a bearer token; the password from ``password_file`` (its first line, relative to
+    the config), else ``password``, else IVMSTREAM_REGISTRY_PASSWORD; the token from
+    ``token_file``, else ``token``, else IVMSTREAM_REGISTRY_TOKEN (without ``user``). Neither
+    is ever in the repr. A request that gets no answer in ``timeout_s`` is retried every
     ``retry_s`` seconds, for as long as it takes: the batch waits, no record is quarantined;
     with ``give_up_s`` > 0 the batch fails after that long (IVM530) instead, and the query
-    stops with its offsets uncommitted.
+    stops with its offsets uncommitted. A registry that refuses the credentials (401/403) is
+    IVM531, at the job's start or when a batch meets it: they will not become right by waiting.
     """
 
     url: str
     user: str | None = None
-    password: str | None = None
-    token: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     timeout_s: float = 10.0
     retry_s: float = 5.0
     give_up_s: float = 0.0  # 0: wait for the registry however long it takes
+    auth_from: str = "none"  # where the secret came from: "password_file", "environment", "config"... (for messages)
 
 
-def parse_registry(raw: Any, where: str) -> RegistryConfig:
+def parse_registry(raw: Any, where: str, base: Path | None = None) -> RegistryConfig:
     w = f"{where}: [registry]"
     check_keys(raw, _REGISTRY_KEYS, w)
     if "url" not in raw:
@@ -119,12 +124,27 @@ def parse_registry(raw: Any, where: str) -> RegistryConfig:
     for k in ("user", "password", "token"):
         if k in raw:
             if not isinstance(raw[k], str) or not raw[k]:
-                raise ConfigError(f"{w}: {k} must be a non-empty string, got {shown(raw[k])}")
+                raise ConfigError(f"{w}: {k} must be a non-empty string" +
+                                  (f", got {shown(raw[k])}" if k == "user" else ""))  # a secret is never shown
             kw[k] = raw[k]
-    if ("user" in kw) != ("password" in kw):
-        raise ConfigError(f"{w}: basic auth needs both user and password")
+    for k, plain in (("password_file", "password"), ("token_file", "token")):
+        if k in raw:
+            if plain in raw:
+                raise ConfigError(f"{w}: give {k} or {plain}, not both")
+            kw[plain] = read_secret(raw[k], base or Path.cwd(), w, k)
+            kw["auth_from"] = k
+    if "user" in kw and "password" not in kw and env("registry_password") is not None:
+        kw["password"], kw["auth_from"] = env("registry_password"), "environment (IVMSTREAM_REGISTRY_PASSWORD)"
+    if "user" not in kw and "token" not in kw and "password" not in kw and env("registry_token") is not None:
+        kw["token"], kw["auth_from"] = env("registry_token"), "environment (IVMSTREAM_REGISTRY_TOKEN)"
+    kw.setdefault("auth_from", "config" if "password" in kw or "token" in kw else "none")
+    if "user" in kw and "password" not in kw:
+        raise ConfigError(f"{w}: user {kw['user']!r} needs a password: password_file = \"...\" or the "
+                          "environment variable IVMSTREAM_REGISTRY_PASSWORD")
+    if "password" in kw and "user" not in kw:
+        raise ConfigError(f"{w}: basic auth needs both user and a password")
     if "token" in kw and "user" in kw:
-        raise ConfigError(f"{w}: give user + password (basic auth) or token (bearer), not both")
+        raise ConfigError(f"{w}: give user + password (basic auth) or a token (bearer), not both")
     for k, default, hi in (("timeout_s", 10.0, 600.0), ("retry_s", 5.0, 3600.0)):
         kw[k] = float(want_number(raw.get(k, default), w, k, 0.001, hi))
     kw["give_up_s"] = float(want_number(raw.get("give_up_s", 0.0), w, "give_up_s", 0.0, 10.0**7))

@@ -149,7 +149,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
             raise ConfigError(f"{where}: tables {[t.name for t in shared]} share topic {topic!r}; an unwrapped "
                               "table needs a topic of its own (a tombstone names no table)")
 
-    registry = parse_registry(data["registry"], where) if "registry" in data else None
+    registry = parse_registry(data["registry"], where, base) if "registry" in data else None
     avro = [t.name for t in tables if t.encoding == "avro"]
     if avro and registry is None:
         raise ConfigError(f"{where}: tables {avro} are encoding = \"avro\" but there is no [registry] "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from connectors import avro as AV
 from connectors.connect import connector_properties
+from connectors.kafka_client import masked
 from core.config.debezium import APICURIO_CONVERTER, CONFLUENT_CONVERTER
 from core.errors import ConfigError
 from streaming_app.settings import parse_config
@@ -32,7 +34,12 @@ def test_encoding_per_job_and_per_table():
     ({"tables": [{**TABLE, "encoding": "avro"}]}, "are encoding = \"avro\" but there is no [registry]"),
     ({"registry": {}}, "[registry]: missing key 'url'"),
     ({"registry": {"url": "127.0.0.1:8081"}}, "url must be an http:// or https:// URL"),
-    ({"registry": {"url": "http://r", "user": "u"}}, "basic auth needs both user and password"),
+    ({"registry": {"url": "http://r", "user": "u"}}, "user 'u' needs a password: password_file"),
+    ({"registry": {"url": "http://r", "password": "p"}}, "basic auth needs both user and a password"),
+    ({"registry": {"url": "http://r", "user": "u", "password": "p", "password_file": "f"}}, "not both"),
+    ({"registry": {"url": "http://r", "user": "u", "password_file": "/nonexistent/pw"}},
+     "password_file /nonexistent/pw cannot be read"),
+    ({"registry": {"url": "http://r", "token": 5}}, "token must be a non-empty string"),
     ({"registry": {"url": "http://r", "user": "u", "password": "p", "token": "t"}}, "not both"),
     ({"registry": {"url": "http://r", "retry_s": -1}}, "retry_s must be"),
     ({"registry": {"url": "http://r", "urls": "x"}}, "unknown key(s) ['urls']"),
@@ -65,3 +72,61 @@ def test_connect_register_sets_the_converters():
     assert props["key.converter.bearer.auth.token"] == "t" and props["value.converter.x"] == "1"
     json_props = connector_properties(cfg(debezium={"topic_prefix": "p"}))
     assert not any("converter" in k for k in json_props)
+
+
+def test_registry_secrets_from_a_file_or_the_environment_and_never_shown(tmp_path, monkeypatch):
+    (tmp_path / "pw").write_text("s3cret-pw\nignored\n")
+    (tmp_path / "tok").write_text("s3cret-tok\n")
+    monkeypatch.delenv("IVMSTREAM_REGISTRY_PASSWORD", raising=False)
+    monkeypatch.delenv("IVMSTREAM_REGISTRY_TOKEN", raising=False)
+    c = cfg(registry={"url": APICURIO, "user": "u", "password_file": str(tmp_path / "pw")},
+            debezium={"encoding": "avro", "topic_prefix": "p"})
+    assert c.registry.password == "s3cret-pw" and c.registry.auth_from == "password_file"
+    assert "s3cret" not in repr(c) and "s3cret" not in repr(c.registry)
+    shown = masked(connector_properties(c))  # what `connect properties` prints
+    assert "s3cret" not in str(shown) and shown["value.converter.apicurio.auth.password"] == "********"
+    confluent = cfg(registry={"url": "https://sr.example", "user": "u", "password_file": str(tmp_path / "pw")},
+                    debezium={"encoding": "avro", "topic_prefix": "p"})
+    shown = masked(connector_properties(confluent))
+    assert "s3cret" not in str(shown) and shown["key.converter.basic.auth.user.info"] == "********"
+    c = cfg(registry={"url": APICURIO, "token_file": str(tmp_path / "tok")})
+    assert c.registry.token == "s3cret-tok" and "s3cret" not in repr(c)
+    monkeypatch.setenv("IVMSTREAM_REGISTRY_PASSWORD", "env-pw")
+    c = cfg(registry={"url": APICURIO, "user": "u"})
+    assert c.registry.password == "env-pw" and "IVMSTREAM_REGISTRY_PASSWORD" in c.registry.auth_from
+    monkeypatch.setenv("IVMSTREAM_REGISTRY_TOKEN", "env-tok")
+    assert cfg(registry={"url": APICURIO}).registry.token == "env-tok"
+    assert cfg(registry={"url": APICURIO, "user": "u"}).registry.token is None  # basic auth wins: one of the two
+    # the headers every request to the registry carries
+    assert AV.auth_headers(cfg(registry={"url": APICURIO, "user": "u", "password": "p"}).registry)["Authorization"] \
+        == "Basic dTpw"
+    assert AV.auth_headers(cfg(registry={"url": APICURIO, "token": "t"}).registry)["Authorization"] == "Bearer t"
+    monkeypatch.delenv("IVMSTREAM_REGISTRY_TOKEN")
+    assert "Authorization" not in AV.auth_headers(cfg(registry={"url": APICURIO}).registry)
+
+
+@pytest.mark.parametrize("module", ["pg_demo", "mariadb_demo"])
+def test_the_real_chain_demos_in_avro_read_the_registry(module):
+    """`demo --source postgres|mariadb --format avro`: the demo's job declares Avro with the
+    registry's URL, so `connect register` gives Debezium Apicurio's converter, and the job reads
+    the wire format (the chains themselves: tests/cdc_chain/test_*_avro.py)."""
+    import importlib
+
+    demo = importlib.import_module(f"streaming_app.{module}")
+    url = "http://127.0.0.1:18081/apis/ccompat/v7"
+    c = demo.demo_config(3306, "127.0.0.1:9092", "http://127.0.0.1:8083", False, run="r", password="pw",
+                         registry_url=url)
+    assert {t.encoding for t in c.tables} == {"avro"} and c.registry.url == url
+    props = connector_properties(c)
+    assert props["value.converter"] == APICURIO_CONVERTER
+    assert props["value.converter.apicurio.registry.url"] == "http://127.0.0.1:18081/apis/registry/v2"
+    plain = demo.demo_config(3306, "127.0.0.1:9092", "http://127.0.0.1:8083", False)
+    assert {t.encoding for t in plain.tables} == {"json"} and plain.registry is None
+
+
+def test_demo_format_avro_needs_a_real_chain(capsys):
+    from streaming_app.cli import main
+
+    assert main(["demo", "--format", "avro"]) == 2
+    err = capsys.readouterr().err
+    assert "--format avro runs with --source postgres or mariadb" in err and err.count("\n") == 1

@@ -3,9 +3,14 @@ schemas fetched from it by id (Apicurio Registry's Confluent-compatible API)."""
 
 from __future__ import annotations
 
+import base64
+import http.server
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from decimal import Decimal
 
 import pytest
@@ -14,7 +19,8 @@ from connectors import avro as AV
 from connectors.debezium import decode_batch
 from devstack.process import free_port
 from devstack.registry import RegistryServer, listening_ports
-from core.errors import RegistryUnavailable
+from core.errors import RegistryRefused, RegistryUnavailable
+from streaming_app import preflight
 from streaming_app.settings import parse_config
 from tests.decoder.test_avro import COLUMNS, KEY_AVRO, PLACEHOLDER, TOPIC, avro_envelope, avro_row, wire
 
@@ -107,3 +113,93 @@ def test_executors_fetch_schemas_themselves_and_decode_as_the_driver(registry, s
     assert decoded.events == whole.events and len(whole.events["t"]) == 54
     assert [(r.offset, r.code) for r in decoded.rejected] == [(r.offset, r.code) for r in whole.rejected]
     assert {r.code for r in whole.rejected} == {"DATA_AVRO_CORRUPT"}
+
+
+class BasicAuthGate:
+    """HTTP basic auth in front of the real registry, as a reverse proxy (nginx, an API gateway)
+    puts it: a request without the expected credentials gets 401, any other is passed on to the
+    registry and its answer returned. Every Authorization header that arrives is recorded.
+    (Apicurio itself enforces auth only through an OIDC server such as Keycloak, which this
+    machine does not have.)"""
+
+    def __init__(self, upstream: str, user: str, password: str):
+        self.seen: list[str | None] = []
+        expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        gate = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - the stdlib's name
+                auth = self.headers.get("Authorization")
+                gate.seen.append(auth)
+                if auth != expected:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="registry"')
+                    self.end_headers()
+                    return
+                try:
+                    with urllib.request.urlopen(upstream + self.path, timeout=30) as r:
+                        status, body = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, body = e.code, e.read()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.base = f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_registry_credentials_are_sent_and_wrong_or_absent_ones_are_one_line(registry, tmp_path, monkeypatch):
+    """[registry] user + password_file reaches a registry behind basic auth; a wrong password
+    or none stops the batch (and the job's preflight) with one line naming neither secret,
+    and quarantines nothing."""
+    monkeypatch.delenv("IVMSTREAM_REGISTRY_PASSWORD", raising=False)
+    monkeypatch.delenv("IVMSTREAM_REGISTRY_TOKEN", raising=False)
+    value_id = registry.register(f"{TOPIC}.auth-value", avro_envelope())
+    gate = BasicAuthGate(registry.base, "reader", "right-pw")
+    try:
+        # the Confluent API root behind the gate: the same path the registry serves it at
+        url = gate.base + registry.url[len(registry.base):]
+        value = wire(value_id, avro_envelope(), {"before": None, "after": avro_row({"id": 3, "note": "ok"}),
+                                                 "source": {"table": "t", "lsn": 1}, "op": "c", "ts_ms": 1})
+        (tmp_path / "wrong").write_text("wrong-pw\n")
+        wrong = config(url, user="reader", password_file=str(tmp_path / "wrong"))
+        for cfg, sent in ((wrong, "basic auth as 'reader' (password from password_file)"),
+                          (config(url), "no credentials")):
+            with pytest.raises(RegistryRefused) as e:
+                decode_batch(cfg, [(TOPIC, 0, 0, None, value)])
+            msg = str(e.value)
+            assert "HTTP 401" in msg and sent in msg and "\n" not in msg and "pw" not in msg.replace("password", "")
+            with pytest.raises(RegistryRefused):
+                preflight.check_registry(cfg)
+            assert (url, value_id) not in AV.cached_ids()  # nothing remembered: the right login reads it later
+        assert gate.seen[0] == "Basic " + base64.b64encode(b"reader:wrong-pw").decode() and None in gate.seen
+        (tmp_path / "right").write_text("right-pw\n")
+        right = config(url, user="reader", password_file=str(tmp_path / "right"))
+        lines = []
+        preflight.check_registry(right, say=lines.append)
+        assert lines == []
+        out = decode_batch(right, [(TOPIC, 0, 0, None, value)])
+        assert not out.rejected and [e.after["note"] for e in out.events["t"]] == ["ok"]
+        assert gate.seen[-1] == "Basic " + base64.b64encode(b"reader:right-pw").decode()
+        monkeypatch.setenv("IVMSTREAM_REGISTRY_PASSWORD", "right-pw")  # the same from the environment
+        AV.forget(url)
+        out = decode_batch(config(url, user="reader"), [(TOPIC, 0, 0, None, value)])
+        assert [e.key for e in out.events["t"]] == [(3,)]
+    finally:
+        gate.close()
+    # a registry that is not there at the job's start: a line, the batches wait (not an error)
+    lines = []
+    preflight.check_registry(config(f"http://127.0.0.1:{free_port()}/apis/ccompat/v7", timeout_s=2), say=lines.append)
+    assert len(lines) == 1 and "does not answer" in lines[0] and "the batches will wait" in lines[0]
