@@ -229,8 +229,8 @@ DEMO_DURATION_S = {"builtin": 60.0, "postgres": 180.0, "mariadb": 180.0}  # what
 
 def cmd_demo(args) -> int:
     duration = args.duration or DEMO_DURATION_S[args.source]
-    if args.format == "avro" and args.source != "postgres":
-        raise ConfigError(f"demo --format avro runs with --source postgres (got --source {args.source})")
+    if args.format == "avro" and args.source == "builtin":
+        raise ConfigError("demo --format avro runs with --source postgres or mariadb (Debezium writes the Avro)")
     if args.source == "postgres":
         from streaming_app.pg_demo import run_pg_demo
 
@@ -242,7 +242,8 @@ def cmd_demo(args) -> int:
 
         return run_mariadb_demo(duration_s=duration, broker_port=args.port, broker_dir=Path(args.broker_dir),
                                 port=args.mariadb_port, connect_port=args.connect_port, ui=not args.no_ui,
-                                ui_port=args.ui_port)
+                                ui_port=args.ui_port,
+                                registry_port=args.registry_port if args.format == "avro" else None)
     from streaming_app.demo_run import run_demo
 
     return run_demo(duration_s=duration, port=args.port, broker_dir=Path(args.broker_dir),
@@ -349,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "PostgreSQL -> Debezium in Kafka Connect -> Kafka, all started locally; mariadb: the "
                         "same from MariaDB through Debezium's MySQL connector")
     d.add_argument("--format", choices=["json", "avro"], default="json",
-                   help="with --source postgres: how Debezium writes the records; avro also starts the schema "
+                   help="with --source postgres or mariadb: how Debezium writes the records; avro also starts the schema "
                         "registry (Apicurio) and the job reads the Confluent wire format")
     d.add_argument("--registry-port", type=port, default=env("registry_port", "8081"),
                    help=_env_help("schema registry port for --format avro", "registry_port"))
