@@ -3,19 +3,21 @@
 A record's bytes are magic byte 0, the writer schema's id (4 bytes, big-endian) and the Avro
 binary body. The schema comes from a Confluent-compatible registry (``GET
 {url}/schemas/ids/{id}``), fetched once per (registry, id) and kept for the process; the
-body is read with fastavro. What comes out is the payload JsonConverter would have written
-(``before``/``after``/``op``... or the unwrapped row, or the key's fields) plus the writer
-schema turned into Connect's JSON schema shape (``type`` int8..int64, float, double,
-boolean, string, bytes, struct, array, map; ``name`` and ``parameters`` from the
-``connect.name`` / ``connect.parameters`` that Connect's Avro converters write), so the
-JSON path's type rules (connectors.debezium_types) apply unchanged. Avro logical types are
-not applied: a Decimal's unscaled bytes, a Date's days and a MicroTimestamp's microseconds
-reach those rules as Debezium wrote them, with no rounding on the way.
+body is read by a strict reader generated from that schema (connectors.avro_reader; fastavro
+plus a re-encoding check for a schema it cannot compile). What comes out is the payload
+JsonConverter would have written (``before``/``after``/``op``... or the unwrapped row, or the
+key's fields) plus the writer schema turned into Connect's JSON schema shape (``type``
+int8..int64, float, double, boolean, string, bytes, struct, array, map; ``name`` and
+``parameters`` from the ``connect.name`` / ``connect.parameters`` that Connect's Avro
+converters write), so the JSON path's type rules (connectors.debezium_types) apply
+unchanged. Avro logical types are not applied: a Decimal's unscaled bytes, a Date's days and
+a MicroTimestamp's microseconds reach those rules as Debezium wrote them, with no rounding.
 
 Bad input raises ``Bad`` with a ``DATA_AVRO_*`` code (wrong first byte or too short, unknown
 id, unusable schema, a body that does not read exactly). A registry that does not answer is
 not bad input: ``schema`` retries every ``retry_s`` seconds (one line on stderr when it
-starts waiting, one when it answers) and never turns that into a quarantine row.
+starts waiting, one when it answers) and never turns that into a quarantine row; nor is a
+registry that refuses the credentials (RegistryRefused: the job stops with one line).
 """
 
 from __future__ import annotations
