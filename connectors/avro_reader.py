@@ -129,14 +129,52 @@ class _Gen:
         fn = self.funcs[k] = f"r{len(self.funcs)}"
         lines = [f"def {fn}(b, i, L):"]
         out = []
-        for f in rec["fields"]:
+        fields = rec["fields"]
+        k = 0
+        while k < len(fields):
+            run = 0
+            while k + run < len(fields) and self.textual(fields[k + run]["type"]):
+                run += 1
+            if run >= 2:  # text fields that repeat record after record (Debezium's source): remembered
+                out += self.memo_run(fields[k:k + run], build, keep, lines)
+                k += run
+                continue
+            f = fields[k]
             want = build and _wanted(keep, f["name"])
             v = self.emit(f["type"], lines, 1, want, _sub(keep, f["name"]) if want else None)
             if want:
                 out.append((f["name"], v))
+            k += 1
         lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i" if build else "    return None, i")
         self.sources.append("\n".join(lines))
         return fn
+
+    def textual(self, t: Any) -> bool:
+        """A string, or a union of null and string."""
+        t = self.resolve(t)
+        if isinstance(t, list):
+            return all(self.resolve(x) in ("null", "string") for x in t) and len(t) <= 63
+        return t == "string"
+
+    def memo_run(self, run: list, build: bool, keep: Any, lines: list) -> list:
+        """A run of text fields read once and remembered: the next record whose bytes at this
+        point start with the same bytes gets the same values without reading them again (the
+        same bytes read from the same point of a schema read the same: they were checked the
+        first time). One tuple per run, replaced whole, so a reader shared by threads stays right."""
+        memo = self.const([None])
+        inner: list = []
+        got = []
+        for f in run:
+            want = build and _wanted(keep, f["name"])
+            v = self.emit(f["type"], inner, 2, want, None)
+            if want:
+                got.append((f["name"], v))
+        lines += ["    mt = " + memo + "[0]", "    if mt is not None and b.startswith(mt[0], i):",
+                  "        i += mt[1]"]
+        lines += [f"        {v} = mt[{2 + j}]" for j, (_, v) in enumerate(got)]
+        lines += ["    else:", "        ms = i"] + inner
+        lines.append(f"        {memo}[0] = (b[ms:i], i - ms" + "".join(f", {v}" for _, v in got) + ")")
+        return got
 
     def varint(self, v: str, lines: list, ind: int) -> None:
         p = "    " * ind
