@@ -201,3 +201,26 @@ def body_of(schema, doc) -> bytes:
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, schema, doc)
     return buf.getvalue()
+
+
+def test_a_schema_too_deep_to_generate_falls_back_to_fastavro_checked_by_encoding_again():
+    """Nesting past what Python compiles in one function (arrays in arrays...) gives no
+    generated reader; connectors.avro then reads with fastavro and refuses, by encoding the
+    value again, what fastavro alone would take (here a boolean byte 2)."""
+    from connectors import avro as AV
+    from connectors.debezium_types import Bad
+
+    t: object = "boolean"
+    for _ in range(15):
+        t = {"type": "array", "items": t}
+    schema = {"type": "record", "name": "Deep", "fields": [{"name": "d", "type": t}, {"name": "ok", "type": "boolean"}]}
+    assert compile_reader(fastavro.parse_schema(schema)) is None
+    url = "http://127.0.0.1:9/deep"
+    w = AV.remember(url, 77, schema)
+    assert w.reader is None
+    good = b"\0\0\0\0\x4d" + bytes([0, 1])  # an empty outer array, then True
+    registry = type("R", (), {"url": url, "give_up_s": 0})()
+    assert AV.read(good, registry)[0] == {"d": [], "ok": True}
+    with pytest.raises(Bad) as e:
+        AV.read(good[:-1] + b"\x02", registry)
+    assert e.value.code == "DATA_AVRO_CORRUPT"
