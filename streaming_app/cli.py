@@ -165,7 +165,8 @@ def cmd_produce(args) -> int:
         raise BrokerError(f"no Kafka broker answers at {cfg.kafka.bootstrap_servers} ({why}); start one with "
                           "`ivmstream broker start` or give --bootstrap-servers")
     client = python_options(cfg.kafka)
-    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1, client=client)  # README: Ordering
+    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1, client=client,  # README: Ordering
+                  replication_factor=cfg.kafka.replication_factor)
     prod = CdcProducer(cfg.kafka.bootstrap_servers, client)
     if args.edges_workload:
         events = _edge_workload(args, table)

@@ -342,7 +342,8 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
     try:
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
-        reset_topics(broker.bootstrap, cfg.topics, partitions=DEMO_PARTITIONS)
+        reset_topics(broker.bootstrap, cfg.topics, partitions=DEMO_PARTITIONS,
+                     replication_factor=cfg.kafka.replication_factor)
         feed = Feed(cfg, broker.bootstrap, duration_s, rate)
         # the snapshot and the changes are sent while Spark starts and the job runs
         feeder = threading.Thread(target=feed.run, daemon=True)

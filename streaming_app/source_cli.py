@@ -18,7 +18,7 @@ from pathlib import Path
 
 from connectors.connect import connector_properties, rest, wait_running
 from connectors.kafka_client import masked, python_options, security_properties
-from core.config import ENV, REPO_ROOT, env
+from core.config import ENV, REPO_ROOT, KafkaConfig, env
 from core.errors import ConfigError
 from devstack.kafka_connect import EmbeddedConnect
 from streaming_app.settings import load_config
@@ -107,9 +107,16 @@ def cmd_connect(args) -> int:
         return 0
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
     # with --config, the worker reaches the broker as that job does ([kafka] options and login)
-    client = security_properties(load_config(args.config).kafka) if args.config else {}
-    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args), client=client)
+    # and makes its internal topics with the job's replication factor
+    kafka = load_config(args.config).kafka if args.config else KafkaConfig()
+    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args), client=security_properties(kafka),
+                        replication_factor=kafka.replication_factor)
     if args.action == "start":
+        from connectors.kafka import check_cluster_replication, unreachable
+
+        if not unreachable(w.bootstrap):  # else the worker's start says the broker is missing
+            # its internal topics need that many brokers; the worker would only retry and time out
+            check_cluster_replication(w.bootstrap, w.replication_factor, python_options(kafka))
         t0 = time.monotonic()
         w.start()
         print(f"Kafka Connect ready on {w.url} (pid {w.pid()}, {time.monotonic() - t0:.1f}s), "
@@ -135,7 +142,7 @@ def _register(args) -> int:
     # exist keep theirs, and one with more partitions is named, since truncate ordering
     # is exact only within one partition.
     client = python_options(cfg.kafka)
-    create_topics(bootstrap, cfg.topics, partitions=1, client=client)
+    create_topics(bootstrap, cfg.topics, partitions=1, client=client, replication_factor=cfg.kafka.replication_factor)
     wide = _multi_partition(bootstrap, cfg.topics, client)
     t0 = time.monotonic()
     rest(url, "PUT", f"/connectors/{d.connector_name}/config", props)
