@@ -87,9 +87,12 @@ def cmd_mariadb(args) -> int:
         return _print_status(db.status())
     return 0
 
-def _bootstrap(args) -> str:
+def _bootstrap(args, kafka: KafkaConfig | None = None) -> str:
+    """--bootstrap-servers, else the --config job's broker, else the embedded one's port."""
     if args.bootstrap_servers:
         return args.bootstrap_servers
+    if kafka is not None:
+        return kafka.bootstrap_servers
     return f"127.0.0.1:{_port(env('broker_port'), 9092, 'broker_port')}"
 
 def cmd_connect(args) -> int:
@@ -108,9 +111,10 @@ def cmd_connect(args) -> int:
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
     # with --config, the worker reaches the broker as that job does ([kafka] options and login)
     # and makes its internal topics with the job's replication factor
-    kafka = load_config(args.config).kafka if args.config else KafkaConfig()
-    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args), client=security_properties(kafka),
-                        replication_factor=kafka.replication_factor)
+    job_kafka = load_config(args.config).kafka if args.config else None
+    kafka = job_kafka or KafkaConfig()
+    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args, job_kafka),
+                        client=security_properties(kafka), replication_factor=kafka.replication_factor)
     if args.action == "start":
         from connectors.kafka import check_cluster_replication, unreachable
 
@@ -200,7 +204,7 @@ def add_commands(sub, common) -> None:
     c.add_argument("--dir", default=env("connect_dir", str(DEFAULT_CONNECT_DIR)),
                    help=_env_help("worker home: properties, log, pid (default var/connect)", "connect_dir"))
     c.add_argument("--bootstrap-servers", default=env("bootstrap_servers"),
-                   help=_env_help("Kafka bootstrap servers (start: default 127.0.0.1:<broker port>; "
+                   help=_env_help("Kafka bootstrap servers (start: default --config's, else 127.0.0.1:<broker port>; "
                                   "register: overrides the config)", "bootstrap_servers"))
     c.add_argument("--config", default=env("config"),
                    help=_env_help("job config (TOML) whose [debezium] section and tables define the "
