@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,10 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
                        timeout=180, env={**os.environ, "IVMSTREAM_KAFKA_PASSWORD": "right-pw-7"})
     try:
         assert r.returncode == 0 and "right-pw-7" not in r.stdout + r.stderr, r.stdout + r.stderr
-        section = json.loads(r.stdout.split("the job's [kafka]: ", 1)[1])
+        section = json.loads(r.stdout.split("the job's [kafka]: ", 1)[1].splitlines()[0])
+        # and as TOML to paste into job.toml, the password from a file
+        pasted = tomllib.loads(r.stdout[r.stdout.index("\n[kafka]\n"):])["kafka"]
+        assert pasted == {**section, "password_file": "kafka.pw"}, r.stdout
         ca = Path(section["options"]["kafka.ssl.truststore.location"]).read_text()
         assert ca.startswith("-----BEGIN CERTIFICATE-----")
         (tmp_path / "kafka.pw").write_text("right-pw-7\n")
