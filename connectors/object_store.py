@@ -86,10 +86,24 @@ def rs_options(path, s: S3Config | None = None) -> dict[str, str] | None:
         opts["AWS_SECRET_ACCESS_KEY"] = s.secret_key
     return opts
 
-def rs_table(path, version: int | None = None):
-    """``deltalake.DeltaTable`` of the table at ``path`` (local or s3)."""
+class MergeOnReadTable(RuntimeError):
+    """delta-rs was asked to open a table with deletion vectors."""
 
-    return deltalake.DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
+
+def rs_table(path, version: int | None = None):
+    """``deltalake.DeltaTable`` of the table at ``path`` (local or s3). Refuses a table with
+    deletion vectors (a merge-on-read mirror): deltalake 1.6.6 cannot read one, and its MERGE on
+    one brought a deleted row back; ``connectors.dv_table`` reads and writes those."""
+    t = deltalake.DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
+    if "deletionVectors" in (t.protocol().reader_features or []):
+        raise MergeOnReadTable(f"{path} has deletion vectors (a merge-on-read mirror): delta-rs may not read or "
+                               "write it; read it with connectors.dv_table or Spark")
+    return t
+
+def rs_protocol(path):
+    """The protocol of the table at ``path``, read by delta-rs from the log alone."""
+    return deltalake.DeltaTable(rs_uri(path), storage_options=rs_options(path)).protocol()
+
 
 def rs_is_table(path) -> bool:
 
