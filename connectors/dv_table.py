@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
@@ -197,21 +196,119 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
-    """(pyarrow filesystem, root inside it) of a table on a local folder or an S3 bucket."""
+class _LocalFiles:
+    """The table's files in a local folder (paths are absolute)."""
+
+    local = True
+
+    def read(self, p: str) -> bytes:
+        with open(p, "rb") as fh:
+            return fh.read()
+
+    def parquet(self, p: str, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(p, columns=columns)
+
+    def exists(self, p: str) -> bool:
+        return os.path.exists(p)
+
+    def list(self, folder: str, recursive: bool = False) -> list[tuple[str, int, float]]:
+        """(path, size, modified epoch seconds) of the files in ``folder`` (and below)."""
+        out = []
+        if not os.path.isdir(folder):
+            return out
+        walk = os.walk(folder) if recursive else [(folder, [], [f for f in os.listdir(folder)
+                                                                if os.path.isfile(os.path.join(folder, f))])]
+        for d, _, names in walk:
+            for n in names:
+                full = os.path.join(d, n)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                out.append((full, st.st_size, st.st_mtime))
+        return out
+
+    def write(self, p: str, data: bytes, if_absent: bool = False) -> bool:
+        """Write a file; ``if_absent``: atomically, only when it does not exist (a hard link of a
+        written temporary file, which fails when the name is taken): False then."""
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if not if_absent:
+            with open(p, "wb") as fh:
+                fh.write(data)
+            return True
+        tmp = f"{os.path.dirname(p)}/.{os.path.basename(p)}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, p)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def delete(self, p: str) -> None:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
+class _S3Files:
+    """The table's objects in an S3 bucket (paths are ``bucket/key``), through the project's own
+    signed requests (``object_store.request``): pyarrow's S3 client sends checksum headers that
+    S3Proxy refuses (HTTP 501), on reads as on writes."""
+
+    local = False
+
+    def read(self, p: str) -> bytes:
+        status, body = store.request("GET", f"s3://{p}")
+        if status == 404:
+            raise FileNotFoundError(f"s3://{p}")
+        if status != 200:
+            raise OSError(f"S3 GET s3://{p}: HTTP {status}")
+        return body
+
+    def parquet(self, p: str, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(pa.BufferReader(self.read(p)), columns=columns)
+
+    def exists(self, p: str) -> bool:
+        status, _ = store.request("HEAD", f"s3://{p}")
+        return status == 200
+
+    def list(self, folder: str, recursive: bool = False) -> list[tuple[str, int, float]]:
+        prefix = folder.rstrip("/") + "/"
+        out = []
+        for uri, size, mtime in store.list_objects(f"s3://{prefix}"):
+            p = uri[len("s3://"):]
+            if recursive or "/" not in p[len(prefix):]:
+                out.append((p, size, mtime))
+        return out
+
+    def write(self, p: str, data: bytes, if_absent: bool = False) -> bool:
+        """One PUT; ``if_absent``: conditional (``If-None-Match: *``), False when the object
+        exists. S3Proxy before 2.8 ignores the condition: the lake's lease keeps one writer."""
+        if if_absent and self.exists(p):
+            return False
+        status, body = store.request("PUT", f"s3://{p}", data, {"If-None-Match": "*"} if if_absent else None)
+        if status == 412:
+            return False
+        if status not in (200, 201, 204):
+            raise OSError(f"S3 PUT s3://{p}: HTTP {status} {body[:200]!r}")
+        return True
+
+    def delete(self, p: str) -> None:
+        store.request("DELETE", f"s3://{p}")
+
+
+def _files(path: str) -> tuple[_LocalFiles | _S3Files, str]:
+    """(the files' access, the table's root in it): a local folder or an S3 bucket."""
     p = str(path)
     if store.is_s3(p):
-        s = store.settings()
-        kw = {"region": s.region}
-        if s.endpoint:
-            scheme, _, host = s.endpoint.partition("://")
-            kw.update(endpoint_override=host, scheme=scheme)
-        if s.access_key and s.secret_key:
-            kw.update(access_key=s.access_key, secret_key=s.secret_key)
-        if s.path_style:
-            kw["force_virtual_addressing"] = False
-        return pafs.S3FileSystem(**kw), p.split("://", 1)[1].rstrip("/")
-    return pafs.LocalFileSystem(), os.path.abspath(p.removeprefix("file://"))
+        return _S3Files(), p.split("://", 1)[1].rstrip("/")
+    return _LocalFiles(), os.path.abspath(p.removeprefix("file://"))
 
 
 class DVTable:
@@ -220,7 +317,7 @@ class DVTable:
 
     def __init__(self, path: str):
         self.path = str(path)
-        self.fs, self.root = _filesystem(self.path)
+        self.files, self.root = _files(self.path)
         self._snap: Snapshot | None = None
         # (file path, key columns) -> the file's keys, sorted for lookups
         self._keys: dict[tuple, _KeyIndex] = {}
@@ -233,14 +330,12 @@ class DVTable:
         return f"{self.root}/_delta_log/{name}" if name else f"{self.root}/_delta_log"
 
     def _read_text(self, p: str) -> str:
-        with self.fs.open_input_stream(p) as f:
-            return f.read().decode()
+        return self.files.read(p).decode()
 
     def _commit_versions(self, after: int) -> list[int]:
-        infos = self.fs.get_file_info(pafs.FileSelector(self._log(), allow_not_found=True))
         out = []
-        for i in infos:
-            name = i.base_name
+        for p, _, _ in self.files.list(self._log()):
+            name = os.path.basename(p)
             if name.endswith(".json") and len(name) == 25 and name[:20].isdigit():
                 v = int(name[:20])
                 if v > after:
@@ -253,21 +348,20 @@ class DVTable:
         if after < 0:
             return self._commit_versions(after)
         out, v = [], after + 1
-        while self.fs.get_file_info(self._log(f"{v:020d}.json")).type != pafs.FileType.NotFound:
+        while self.files.exists(self._log(f"{v:020d}.json")):
             out.append(v)
             v += 1
         return out
 
     def _checkpoint(self, upto: int | None) -> Snapshot | None:
         """The newest classic checkpoint at or before ``upto`` (single or multi-part)."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self._log(), allow_not_found=True))
         parts: dict[int, list[str]] = {}
-        for i in infos:
-            name = i.base_name
+        for p, _, _ in self.files.list(self._log()):
+            name = os.path.basename(p)
             if ".checkpoint" in name and name.endswith(".parquet") and name[:20].isdigit():
                 v = int(name[:20])
                 if upto is None or v <= upto:
-                    parts.setdefault(v, []).append(i.path)
+                    parts.setdefault(v, []).append(p)
         for v in sorted(parts, reverse=True):
             files = sorted(parts[v])
             names = [os.path.basename(f) for f in files]
@@ -275,7 +369,7 @@ class DVTable:
                 continue  # a v2 or partial checkpoint: an older one, or the JSON commits
             snap = Snapshot()
             for f in files:
-                t = pq.read_table(self.fs.open_input_file(f))
+                t = self.files.parquet(f)
                 cols = [c for c in ("add", "remove", "metaData", "protocol", "txn") if c in t.column_names]
                 for row in t.select(cols).to_pylist():
                     snap.apply([{k: _clean(v)} for k, v in row.items() if v is not None], v)
@@ -335,11 +429,11 @@ class DVTable:
             if f.dv["storageType"] == "i":
                 bm = decode_bitmap(z85_decode(f.dv["pathOrInlineDv"])[:f.dv["sizeInBytes"]])
             else:
-                with self.fs.open_input_file(self._dv_path(f.dv)) as fh:
-                    fh.seek(int(f.dv.get("offset") or 1))
-                    (size,) = struct.unpack(">i", fh.read(4))
-                    data = fh.read(size)
-                    (crc,) = struct.unpack(">I", fh.read(4))
+                blob = self.files.read(self._dv_path(f.dv))
+                at = int(f.dv.get("offset") or 1)
+                (size,) = struct.unpack_from(">i", blob, at)
+                data = blob[at + 4:at + 4 + size]
+                (crc,) = struct.unpack_from(">I", blob, at + 4 + size)
                 if zlib.crc32(data) != crc:
                     raise ValueError(f"{self.path}: deletion vector of {f.path} fails its checksum")
                 bm = decode_bitmap(data)
@@ -347,7 +441,7 @@ class DVTable:
         return bm
 
     def _read_file(self, rel: str, columns: list[str] | None = None) -> pa.Table:
-        return _plain(pq.read_table(self.fs.open_input_file(self._file(rel)), columns=columns))
+        return _plain(self.files.parquet(self._file(rel), columns))
 
     def rows(self, f: AddFile) -> pa.Table:
         """Every physical row of a data file (deleted ones included), through the LRU cache."""
@@ -521,11 +615,15 @@ class DVTable:
                 offset = len(blob)
                 actions.append(f.remove())
                 actions.append(replace(f, dv=desc).action())
+                self._forget_dv(f)
                 self._dvs[json.dumps(desc, sort_keys=True)] = bm
             self._write_bytes(self._file(f"deletion_vector_{name}.bin"), bytes(blob))
         if new.num_rows:
             actions.append(self._write_data(new).action())
-        if changes:
+        # A commit that only inserts needs no change-data file: Delta readers (Spark's and
+        # ``changes``) read its added files as the inserts.
+        only_inserts = not truncate and not dv_blobs  # nothing matched: every change is an insert
+        if changes and not only_inserts:
             cdc = pa.concat_tables([c.cast(pa.schema(list(schema) + [pa.field(CHANGE_TYPE, pa.string())]))
                                     for c in changes])
             rel = f"_change_data/cdc-{uuid.uuid4()}.c000.snappy.parquet"
@@ -533,22 +631,22 @@ class DVTable:
             actions.append({"cdc": {"path": rel, "partitionValues": {}, "size": size, "dataChange": False}})
         if app_id is not None:
             actions.append({"txn": {"appId": app_id, "version": int(batch_id), "lastUpdated": _now_ms()}})
-        removed = list(snap.files) if truncate else []
+        removed = list(snap.files.values()) if truncate else []
         v = self.commit(actions, "MERGE")
-        for rel in removed:
-            self._forget(rel)
+        for f in removed:
+            self._forget(f.path)
+            self._forget_dv(f)
         return v
 
     def _write_bytes(self, p: str, data: bytes) -> None:
-        with self.fs.open_output_stream(p) as out:
-            out.write(data)
+        self.files.write(p, data)
 
     def _write_parquet(self, rel: str, t: pa.Table) -> int:
-        p = self._file(rel)
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-        pq.write_table(t, p, filesystem=self.fs, compression="snappy")
-        return self.fs.get_file_info(p).size
+        buf = pa.BufferOutputStream()
+        pq.write_table(t, buf, compression="snappy")
+        data = buf.getvalue().to_pybytes()
+        self._write_bytes(self._file(rel), data)
+        return len(data)
 
     def _write_data(self, t: pa.Table, data_change: bool = True) -> AddFile:
         rel = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
@@ -569,22 +667,8 @@ class DVTable:
                                "txnId": str(uuid.uuid4())}}
         text = "\n".join(json.dumps(a, separators=(",", ":")) for a in [info, *actions]) + "\n"
         target = self._log(f"{v:020d}.json")
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            tmp = self._log(f".{v:020d}.json.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                os.link(tmp, target)
-            except FileExistsError as e:
-                raise CommitConflict(f"{self.path}: version {v} was written by another writer") from e
-            finally:
-                os.unlink(tmp)
-        else:
-            if self.fs.get_file_info(target).type != pafs.FileType.NotFound:
-                raise CommitConflict(f"{self.path}: version {v} was written by another writer")
-            self._write_bytes(target, text.encode())
+        if not self.files.write(target, text.encode(), if_absent=True):
+            raise CommitConflict(f"{self.path}: version {v} was written by another writer")
         snap.apply([json.loads(line) for line in text.splitlines()[1:]], v)
         return v
 
@@ -614,6 +698,7 @@ class DVTable:
         self.commit(actions, "OPTIMIZE")
         for f in chosen:
             self._forget(f.path)
+            self._forget_dv(f)
         return len(chosen), written
 
     def checkpoint(self) -> int:
@@ -633,8 +718,9 @@ class DVTable:
             if r is not None:
                 r["partitionValues"] = []
         table = pa.Table.from_pydict({k: [_as_map(x) for x in v] for k, v in cols.items()}, schema=CHECKPOINT_SCHEMA)
-        name = self._log(f"{snap.version:020d}.checkpoint.parquet")
-        pq.write_table(table, name, filesystem=self.fs)
+        buf = pa.BufferOutputStream()
+        pq.write_table(table, buf)
+        self._write_bytes(self._log(f"{snap.version:020d}.checkpoint.parquet"), buf.getvalue().to_pybytes())
         self._write_bytes(self._log("_last_checkpoint"),
                           json.dumps({"version": snap.version, "size": table.num_rows}).encode())
         return snap.version
@@ -642,21 +728,24 @@ class DVTable:
     def cleanup_log(self, retention_hours: float) -> int:
         """Delete the commits and checkpoints older than ``retention_hours`` that the newest
         checkpoint covers (Delta's log retention). Returns how many files went."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self._log(), allow_not_found=True))
-        newest = max((int(i.base_name[:20]) for i in infos if ".checkpoint" in i.base_name
-                      and i.base_name[:20].isdigit()), default=None)
+        infos = [(p, os.path.basename(p), mtime) for p, _, mtime in self.files.list(self._log())]
+        newest = max((int(name[:20]) for _, name, _ in infos if ".checkpoint" in name and name[:20].isdigit()),
+                      default=None)
         if newest is None:
             return 0
         cutoff = time.time() - retention_hours * 3600
         n = 0
-        for i in infos:
-            name = i.base_name
+        for p, name, mtime in infos:
             if not name[:20].isdigit() or int(name[:20]) >= newest:
                 continue
-            if i.mtime is not None and i.mtime.timestamp() < cutoff:
-                self.fs.delete_file(i.path)
+            if mtime < cutoff:
+                self.files.delete(p)
                 n += 1
         return n
+
+    def _forget_dv(self, f: AddFile) -> None:
+        if f.dv:
+            self._dvs.pop(json.dumps(f.dv, sort_keys=True), None)
 
     def _forget(self, rel: str) -> None:
         t = self._rows.pop(rel, None)
@@ -675,16 +764,14 @@ class DVTable:
         live_dvs = {os.path.relpath(self._dv_path(f.dv), self.root) for f in snap.files.values()
                     if f.dv and f.dv["storageType"] != "i"}
         gone = []
-        for info in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True)):
-            if info.type != pafs.FileType.File:
-                continue
-            rel = os.path.relpath(info.path, self.root)
+        for p, _, mtime_s in self.files.list(self.root, recursive=True):
+            rel = os.path.relpath(p, self.root)
             if rel.startswith("_delta_log") or rel in live or rel in live_dvs:
                 continue
-            mtime = info.mtime.timestamp() * 1000 if info.mtime else _now_ms()
+            mtime = mtime_s * 1000
             removed = snap.tombstones.get(rel)
             if (removed if removed is not None else mtime) < cutoff and mtime < cutoff:
-                self.fs.delete_file(info.path)
+                self.files.delete(p)
                 snap.tombstones.pop(rel, None)
                 gone.append(rel)
         return gone
@@ -861,9 +948,6 @@ def open_table(path: str) -> DVTable:
 
 def create(path: str, schema: pa.Schema, configuration: dict[str, str] | None = None) -> None:
     """A new, empty merge-on-read table (version 0): deletion vectors and the change data feed on."""
-    fs, root = _filesystem(path)
-    if isinstance(fs, pafs.LocalFileSystem):
-        os.makedirs(f"{root}/_delta_log", exist_ok=True)
     schema_string = json.dumps({"type": "struct", "fields": [
         {"name": f.name, "type": spark_type(f.type), "nullable": f.nullable, "metadata": {}} for f in schema]})
     conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true", **(configuration or {})}

@@ -49,7 +49,7 @@ class JobConfig:
     # How a batch writes the mirrors: "merge-on-read" (deletion vectors: the batch writes its
     # changed rows, a deletion-vector file and its change feed, whatever the table's size) or
     # "copy-on-write" (every file holding a changed key is rewritten). bench/RESULTS.md.
-    mirrors: str = "copy-on-write"
+    mirrors: str = "merge-on-read"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()
