@@ -311,6 +311,37 @@ def _files(path: str) -> tuple[_LocalFiles | _S3Files, str]:
     return _LocalFiles(), os.path.abspath(p.removeprefix("file://"))
 
 
+class _RowCache:
+    """Whole data files kept for their pre-images, least recently used first out, within
+    ``ROW_CACHE_BYTES`` for the whole process (every table's files together)."""
+
+    def __init__(self):
+        self._files: OrderedDict[str, pa.Table] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key: str) -> pa.Table | None:
+        t = self._files.get(key)
+        if t is not None:
+            self._files.move_to_end(key)
+        return t
+
+    def put(self, key: str, t: pa.Table) -> None:
+        self.drop(key)
+        self._files[key] = t
+        self.bytes += t.nbytes
+        while self.bytes > ROW_CACHE_BYTES and len(self._files) > 1:
+            _, old = self._files.popitem(last=False)
+            self.bytes -= old.nbytes
+
+    def drop(self, key: str) -> None:
+        t = self._files.pop(key, None)
+        if t is not None:
+            self.bytes -= t.nbytes
+
+
+_ROWS = _RowCache()
+
+
 class DVTable:
     """One merge-on-read table: its log replayed once and then followed commit by commit, the
     key columns of its data files, and the writer of its batches."""
@@ -321,8 +352,7 @@ class DVTable:
         self._snap: Snapshot | None = None
         # (file path, key columns) -> the file's keys, sorted for lookups
         self._keys: dict[tuple, _KeyIndex] = {}
-        self._rows: OrderedDict[str, pa.Table] = OrderedDict()  # LRU of whole files
-        self._rows_bytes = 0
+        self._rows = _ROWS  # whole data files, in the one cache of the process
         self._dvs: dict[str, BitMap] = {}  # descriptor json -> bitmap
 
     # -- the log -------------------------------------------------------------------------------
@@ -445,20 +475,16 @@ class DVTable:
 
     def rows(self, f: AddFile) -> pa.Table:
         """Every physical row of a data file (deleted ones included), through the LRU cache."""
-        t = self._rows.get(f.path)
-        if t is not None:
-            self._rows.move_to_end(f.path)
-            return t
-        t = self._read_file(f.path)
-        self._rows[f.path] = t
-        self._rows_bytes += t.nbytes
-        while self._rows_bytes > ROW_CACHE_BYTES and len(self._rows) > 1:
-            _, old = self._rows.popitem(last=False)
-            self._rows_bytes -= old.nbytes
+        t = self._rows.get(self._file(f.path))
+        if t is None:
+            t = self._read_file(f.path)
+            self._rows.put(self._file(f.path), t)
         return t
 
     def live_rows(self, f: AddFile, columns: list[str] | None = None) -> pa.Table:
-        t = self._rows[f.path] if f.path in self._rows else self._read_file(f.path, columns)
+        t = self._rows.get(self._file(f.path))
+        if t is None:
+            t = self._read_file(f.path, columns)
         if columns:
             t = t.select(columns)
         return self._without(t, self.deleted(f))
@@ -530,7 +556,8 @@ class DVTable:
         k = (f.path, tuple(keys))
         got = self._keys.get(k)
         if got is None:
-            t = (self._rows[f.path].select(keys) if f.path in self._rows else self._read_file(f.path, keys))
+            cached = self._rows.get(self._file(f.path))
+            t = cached.select(keys) if cached is not None else self._read_file(f.path, keys)
             got = self._keys[k] = _KeyIndex(t, keys)
         return got
 
@@ -652,8 +679,7 @@ class DVTable:
         rel = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         size = self._write_parquet(rel, t)
         f = AddFile(rel, size, t.num_rows, file_stats(t), None, _now_ms())
-        self._rows[rel] = t
-        self._rows_bytes += t.nbytes
+        self._rows.put(self._file(rel), t)
         return f
 
     def commit(self, actions: list[dict], operation: str, *, read_version: int | None = None) -> int:
@@ -748,9 +774,7 @@ class DVTable:
             self._dvs.pop(json.dumps(f.dv, sort_keys=True), None)
 
     def _forget(self, rel: str) -> None:
-        t = self._rows.pop(rel, None)
-        if t is not None:
-            self._rows_bytes -= t.nbytes
+        self._rows.drop(self._file(rel))
         for k in [k for k in self._keys if k[0] == rel]:
             del self._keys[k]
 
