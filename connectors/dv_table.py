@@ -59,6 +59,23 @@ ENGINE = "ivmstream merge-on-read"
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
+class UnsupportedFeature(RuntimeError):
+    """The table uses a Delta feature this reader or writer does not implement."""
+
+
+def check_features(path: str, snap: "Snapshot", write: bool = True) -> None:
+    """Refuse a table whose protocol lists a feature this module does not implement (column
+    mapping, row tracking, v2 checkpoints...: someone changed the mirror with another engine);
+    reading or writing it anyway could return or write wrong rows."""
+    p = snap.protocol
+    reader = set(p.get("readerFeatures") or []) - {FEATURE}
+    writer = set(p.get("writerFeatures") or []) - set(WRITER_FEATURES) if write else set()
+    if reader or writer:
+        raise UnsupportedFeature(f"{path}: the table uses Delta features {sorted(reader | writer)} that "
+                                 "ivmstream's merge-on-read mirrors do not support; it was changed by another "
+                                 "engine: rebuild the mirror (delete it and restart the job from the topics)")
+
+
 class CommitConflict(RuntimeError):
     """Another writer committed the version this writer meant to write."""
 
@@ -500,6 +517,7 @@ class DVTable:
     def read(self, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
         """The table's rows at ``version`` (default the newest), deletion vectors applied."""
         snap = self.snapshot(version)
+        check_features(self.path, snap, write=False)
         schema = arrow_schema_of(snap)
         if columns:
             schema = pa.schema([schema.field(c) for c in columns])
@@ -595,6 +613,7 @@ class DVTable:
         ``deleted`` flag is true delete their match; ``truncate`` deletes every row the batch does
         not write. Returns the version committed, None when skipped (a replayed batch)."""
         snap = self.snapshot()
+        check_features(self.path, snap)
         keys = list(keys)
         if app_id is not None and snap.txns.get(app_id, -1) >= batch_id:
             return None

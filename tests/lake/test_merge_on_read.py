@@ -245,3 +245,14 @@ def test_recovery_reads_the_change_feed_across_a_vacuum(tmp_path, layout):
         dv.open_table(path).vacuum(0)
         with pytest.raises(Exception):
             _feed(path, snap_version, latest)
+
+
+def test_a_feature_we_do_not_implement_is_refused(tmp_path):
+    path = sink.ensure_mirror(None, sink.Lake(tmp_path), TABLE, sink.MERGE_ON_READ)
+    _batches(path, 2)
+    t = dv.open_table(path)
+    proto = dict(t.snapshot().protocol, writerFeatures=dv.WRITER_FEATURES + ["rowTracking"])
+    t.commit([{"protocol": proto}], "SET TBLPROPERTIES")  # as another engine would enable it
+    with pytest.raises(dv.UnsupportedFeature, match="rowTracking"):
+        _batches(path, 1, start=2)
+    assert sink.read_table(path).num_rows > 0  # a writer feature does not stop reading
