@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from connectors import object_store as store
+from core.errors import StateError
 
 CHANGE_TYPE = "_change_type"
 # A deletion vector's bitmap in the file: Delta's RoaringBitmapArray portable format starts with
@@ -59,7 +60,7 @@ ENGINE = "ivmstream merge-on-read"
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
 
-class UnsupportedFeature(RuntimeError):
+class UnsupportedFeature(StateError):
     """The table uses a Delta feature this reader or writer does not implement."""
 
 
