@@ -159,7 +159,7 @@ class IngestJob:
     def setup(self) -> None:
         spark = self.spark
         for t in self.cfg.tables:
-            path = sink.ensure_mirror(spark, self.lake, t)
+            path = sink.ensure_mirror(spark, self.lake, t, self.cfg.mirrors)
             self.versions.setdefault(t.name, sink.latest_version(spark, path))
         sink.ensure_table(spark, self.lake.output("quarantine"), QUARANTINE_DDL)
         sink.ensure_table(spark, self.lake.output("batches"), BATCHES_DDL)
