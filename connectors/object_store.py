@@ -22,6 +22,7 @@ import hmac
 import urllib.error
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import deltalake
@@ -179,8 +180,6 @@ def request(method: str, uri: str, body: bytes = b"", headers: dict | None = Non
 def list_objects(prefix_uri: str) -> list[tuple[str, int, float]]:
     """(s3://bucket/key, size, modified epoch seconds) of every object under ``s3://bucket/prefix``
     (ListObjectsV2, page after page)."""
-    import xml.etree.ElementTree as ET  # only for an s3 lake's listings
-
     bucket, _, prefix = prefix_uri.split("://", 1)[1].partition("/")
     out, token = [], None
     while True:
