@@ -162,7 +162,7 @@ def connector_properties(cfg) -> dict:
         # "delete every row" is applied at the right point. (Topics that exist already keep
         # their partition count; `ivmstream connect register` creates them with one.)
         "topic.creation.default.partitions": "1",
-        "topic.creation.default.replication.factor": "1",
+        "topic.creation.default.replication.factor": str(cfg.kafka.replication_factor),
         # CDC history is kept: a job may restart from an old checkpoint.
         "topic.creation.default.cleanup.policy": "delete",
         "topic.creation.default.retention.ms": "-1",

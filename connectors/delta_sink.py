@@ -26,6 +26,7 @@ import sqlglot
 from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import DeltaProtocolError
 
+from connectors import dv_table as dv
 from connectors import object_store as store
 from core.config import TableConfig
 
@@ -94,11 +95,19 @@ def tables_ensured() -> set[str]:
 def has_deletion_vectors(path: str) -> bool:
     """The table's protocol lists deletion vectors (delta-rs must not write it: a MERGE of
     deltalake 1.6.6 on such a table brought a deleted row back)."""
+    if rs_writes(path):
+        return dv.is_merge_on_read(path)
     try:
         p = store.rs_table(path).protocol()
-    except DeltaProtocolError:  # a reader feature delta-rs does not have: deletion vectors among them
+    except (DeltaProtocolError, store.MergeOnReadTable):
         return True
     return "deletionVectors" in (p.reader_features or []) or "deletionVectors" in (p.writer_features or [])
+
+
+def merge_on_read(path: str) -> bool:
+    """This process reads and writes the table through ``connectors.dv_table`` (a local or s3
+    table with deletion vectors: a merge-on-read mirror)."""
+    return rs_writes(path) and dv.is_merge_on_read(path)
 
 
 def ensure_table(spark, path: str, ddl: str, *, cdf: bool = False,
@@ -156,8 +165,23 @@ MIRROR_FILE_BYTES = 4 * 2**20
 KEY_LIST_MAX = 1000
 
 
-def ensure_mirror(spark, lake: Lake, table: TableConfig) -> str:
+COPY_ON_WRITE, MERGE_ON_READ = "copy-on-write", "merge-on-read"
+
+
+def ensure_mirror(spark, lake: Lake, table: TableConfig, layout: str = COPY_ON_WRITE) -> str:
+    """The mirror of ``table``, made if missing. ``layout``: ``merge-on-read`` keeps it with
+    deletion vectors (``connectors.dv_table``: a batch writes its changes, not the files they
+    fall in); a copy-on-write mirror moves to it on the next start; a merge-on-read one stays so.
+    On a lake delta-rs cannot reach, Spark keeps it copy-on-write."""
     path = lake.mirror(table.name)
+    if rs_writes(path) and (layout == MERGE_ON_READ or dv.is_merge_on_read(path)):
+        _ENSURED.add(str(path))
+        if not dv.is_merge_on_read(path):
+            if store.rs_is_table(path):
+                dv.enable(path)
+            else:
+                dv.create(path, arrow_schema(table), {"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
+        return path
     ensure_table(spark, path, table_ddl(table), cdf=True, properties={"delta.targetFileSize": str(MIRROR_FILE_BYTES)})
     if rs_writes(path):
         dt_ = store.rs_table(path)
@@ -182,6 +206,8 @@ def latest_version(spark, path: str) -> int:
     """The table's newest version. delta-rs reads it from the log in milliseconds; a URI that
     delta-rs cannot open (abfss://, gs://) falls back to Spark."""
     try:
+        if merge_on_read(path):
+            return dv.open_table(path).snapshot().version
         return int(store.rs_table(path).version())
     except Exception:  # noqa: BLE001 - any delta-rs failure: ask Spark instead
         from delta.tables import DeltaTable
@@ -238,6 +264,9 @@ def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | 
     if source.num_rows == 0 and not truncate:
         return
     columns = [c for c in source.column_names if c != deleted]
+    if merge_on_read(path):
+        dv.open_table(path).merge(source, keys, deleted=deleted, truncate=truncate, app_id=app_id, batch_id=batch_id)
+        return
     if rs_writes(path):
         table = store.rs_table(path)  # opened once: loading a table reads its log
         done = table.transaction_version(app_id) if app_id is not None else None
@@ -343,7 +372,7 @@ def rs_writes(path: str) -> bool:
 
 def done_before(path: str, app_id: str, batch_id: int) -> bool:
     """The table's log (read by delta-rs) holds a txn action of ``app_id`` at ``batch_id`` or later."""
-    v = store.rs_table(path).transaction_version(app_id)
+    v = _txn_version(path, app_id)
     return v is not None and v >= batch_id
 
 
@@ -352,7 +381,13 @@ def maybe_written_by(path: str, app_id: str) -> bool:
     read by delta-rs without a Spark job); True when it does or when only Spark could tell."""
     if not rs_writes(path):
         return True
-    return store.rs_table(path).transaction_version(app_id) is not None
+    return _txn_version(path, app_id) is not None
+
+
+def _txn_version(path: str, app_id: str) -> int | None:
+    if merge_on_read(path):
+        return dv.open_table(path).snapshot().txns.get(app_id)
+    return store.rs_table(path).transaction_version(app_id)
 
 
 def append_small(spark, path: str, data: pa.Table, app_id: str, batch_id: int) -> None:
@@ -424,12 +459,16 @@ def _read_changes_rs(path: str, after_version: int, to_version: int, columns: li
     """``read_changes`` on a local or s3 lake without a Spark job: delta-rs reads the change feed,
     duckdb applies ``where`` (Spark SQL, translated by sqlglot). Strings come back as plain
     ``string``, as Spark hands them over."""
-    dt_ = store.rs_table(path)
-    cols = list(columns or [f.name for f in dt_.schema().fields])
-    # with a condition every column is read: it may test columns the caller does not keep
-    reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                          columns=None if where else cols + ["_change_type", "_commit_version"])
-    t = pa.RecordBatchReader.from_stream(reader).read_all()
+    if merge_on_read(path):
+        t = dv.open_table(path).changes(after_version, to_version)
+        cols = list(columns or [c for c in t.column_names if not c.startswith("_")])
+    else:
+        dt_ = store.rs_table(path)
+        cols = list(columns or [f.name for f in dt_.schema().fields])
+        # with a condition every column is read: it may test columns the caller does not keep
+        reader = dt_.load_cdf(starting_version=after_version + 1, ending_version=to_version,
+                              columns=None if where else cols + ["_change_type", "_commit_version"])
+        t = pa.RecordBatchReader.from_stream(reader).read_all()
     if where:
         con = duckdb.connect()
         con.register("changes", t)
@@ -446,12 +485,30 @@ def _read_changes_rs(path: str, after_version: int, to_version: int, columns: li
     return t.append_column(version_column, version) if version_column else t
 
 
+def read_table(path: str, columns: list[str] | None = None) -> pa.Table:
+    """The newest rows of a local or s3 table without Spark: delta-rs, or ``connectors.dv_table``
+    for a merge-on-read mirror. Raises when there is no table."""
+    if merge_on_read(path):
+        return dv.open_table(path).read(None, columns)
+    return store.rs_table(path).to_pyarrow_table(columns=columns)
+
+
+def file_actions(path: str) -> dict[str, list]:
+    """The live files of a local or s3 table as columns: ``path``, ``size_bytes`` and the
+    ``min.<col>``/``max.<col>`` bounds (delta-rs's flattened add actions)."""
+    if merge_on_read(path):
+        return dv.open_table(path).file_actions()
+    return pa.table(store.rs_table(path).get_add_actions(flatten=True)).to_pydict()
+
+
 def read_version(spark, path: str, version: int, columns: list[str] | None = None) -> pa.Table:
     """The whole table as of ``version`` (Delta time travel); delta-rs on a local or s3 lake (no
     Spark job: a sketch's capture at the first batch read its mirrors through Spark), where
     ``spark`` may be None."""
     if rs_writes(path):
         try:
+            if merge_on_read(path):
+                return dv.open_table(path).read(version, columns)
             return store.rs_table(path, version=version).to_pyarrow_table(columns=columns)
         except Exception:  # noqa: BLE001 - a table delta-rs cannot read: Spark can
             if spark is None:

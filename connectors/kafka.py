@@ -36,15 +36,40 @@ def unreachable(bootstrap: str, timeout_s: float = 3.0) -> str | None:
     return "; ".join(reasons)
 
 
-def create_topics(bootstrap: str, topics: list[str], partitions: int = 1, client: dict | None = None) -> None:
+def live_brokers(admin: KafkaAdminClient) -> int:
+    """How many brokers of the cluster take replicas now (fenced ones do not)."""
+    return sum(1 for b in admin.describe_cluster()["brokers"] if not b.get("is_fenced"))
+
+
+def check_replication(replication_factor: int, brokers: int, bootstrap: str) -> None:
+    """One line when a topic could not have ``replication_factor`` copies on ``brokers`` brokers."""
+    if replication_factor > brokers:
+        raise BrokerError(f"[kafka] replication_factor = {replication_factor}, but the cluster at {bootstrap} has "
+                          f"{brokers} broker{'s' if brokers != 1 else ''}: a topic cannot have more copies than "
+                          "brokers (1 on the one-broker dev stack, 3 on a production cluster)")
+
+
+def check_cluster_replication(bootstrap: str, replication_factor: int, client: dict | None = None) -> None:
+    """Ask the cluster how many brokers it has; one line if ``replication_factor`` is more."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin", **(client or {}))
+    try:
+        check_replication(replication_factor, live_brokers(admin), bootstrap)
+    finally:
+        admin.close()
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int = 1, client: dict | None = None,
+                  replication_factor: int = 1) -> None:
     """Create the topics that do not exist yet (idempotent), one partition each unless told
-    (README, Ordering); ``client``: kafka-python's security settings (connectors.kafka_client)."""
+    (README, Ordering), ``replication_factor`` copies of each ([kafka] replication_factor);
+    ``client``: kafka-python's security settings (connectors.kafka_client)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin", **(client or {}))
     try:
         existing = set(admin.list_topics())
-        new = [NewTopic(t, num_partitions=partitions, replication_factor=1)
+        new = [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor)
                for t in topics if t not in existing]
         if new:
+            check_replication(replication_factor, live_brokers(admin), bootstrap)
             admin.create_topics(new)
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not {t.name for t in new} <= set(admin.list_topics()):
@@ -53,7 +78,7 @@ def create_topics(bootstrap: str, topics: list[str], partitions: int = 1, client
         admin.close()
 
 
-def reset_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None:
+def reset_topics(bootstrap: str, topics: list[str], partitions: int = 1, replication_factor: int = 1) -> None:
     """Delete the topics that exist and create them empty (a rerun starts from nothing)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="ivmstream-admin")
     try:
@@ -69,4 +94,4 @@ def reset_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None
             time.sleep(1.0)
     finally:
         admin.close()
-    create_topics(bootstrap, topics, partitions)
+    create_topics(bootstrap, topics, partitions, replication_factor=replication_factor)

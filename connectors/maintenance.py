@@ -35,11 +35,14 @@ from pathlib import Path
 from typing import Callable
 
 from connectors import delta_sink as sink
+from connectors import dv_table as dv
 from connectors import object_store as store
 from core.config import MaintenanceConfig
 from core.faults import kill_point
 
 MB = 1 << 20
+# Delta's default delta.logRetentionDuration: commits older than this, covered by a checkpoint, go.
+LOG_RETENTION_HOURS = 30 * 24
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,9 @@ class Maintenance:
         """Every due action on the table at ``path`` (``batch_id``: the kill points' batch)."""
         self._batch = batch_id
         try:
-            if sink.rs_writes(path) and not sink.has_deletion_vectors(path):
+            if sink.merge_on_read(path):
+                actions = self._maintain_mor(path)
+            elif sink.rs_writes(path) and not sink.has_deletion_vectors(path):
                 actions = self._maintain_rs(path)
             elif self.spark is not None:
                 actions = self._maintain_spark(path)
@@ -136,16 +141,47 @@ class Maintenance:
             out.append(Action(_name(path), "checkpoint", _ms(t), f"log checkpoint at version {version}"))
         return out
 
+    # -- merge-on-read mirrors (connectors.dv_table) --------------------------------------------
+    def _maintain_mor(self, path: str) -> list[Action]:
+        out = []
+        table = dv.open_table(path)
+        target = self.cfg.target_file_mb * MB
+        t = time.perf_counter()
+        kill_point("maintenance.compact", self._batch)
+        removed, written = table.compact(target_bytes=target, small_bytes=target // 2,
+                                         min_small=self.cfg.compact_min_files, purge_share=self.cfg.purge_share)
+        if removed:
+            out.append(Action(_name(path), "compact", _ms(t), f"{removed} files (small, or with many deleted rows) "
+                                                               f"into {written}"))
+        t = time.perf_counter()
+        hours = self.retention_hours(path)
+        kill_point("maintenance.vacuum", self._batch)
+        gone = table.vacuum(hours)
+        if gone:
+            out.append(Action(_name(path), "vacuum", _ms(t), f"{len(gone)} data, deletion-vector and change-data "
+                                                             f"files removed (retention {hours} h)"))
+        version = table.snapshot().version
+        last = self._checkpointed.get(path)
+        if last is None:
+            last = self._checkpointed[path] = _last_checkpoint(path)
+        if version - last >= self.cfg.checkpoint_every:
+            t = time.perf_counter()
+            kill_point("maintenance.checkpoint", self._batch)
+            table.checkpoint()
+            table.cleanup_log(LOG_RETENTION_HOURS)
+            self._checkpointed[path] = version
+            out.append(Action(_name(path), "checkpoint", _ms(t), f"log checkpoint at version {version}"))
+        return out
+
     def retention_hours(self, path: str, table=None) -> int:
         """The configured retention, stretched so that every commit after the version a reader
         still needs keeps its files: whole hours, one more than the age of that commit."""
         hours = self.cfg.retention_hours
         need = self.needed(path)
         if need is not None:
-            table = table or store.rs_table(path)
-            after = [c for c in table.history(max(1, table.version() - need)) if c.get("version", -1) == need + 1]
-            if after and after[0].get("timestamp") is not None:
-                age_h = (time.time() * 1000 - after[0]["timestamp"]) / 3_600_000
+            stamp = _commit_time(path, need + 1, table)
+            if stamp is not None:
+                age_h = (time.time() * 1000 - stamp) / 3_600_000
                 hours = max(hours, age_h + 1)
         return max(0, math.ceil(hours))
 
@@ -186,6 +222,19 @@ class Maintenance:
         spark.sql(f"VACUUM delta.`{path}` RETAIN {math.ceil(hours)} HOURS")
         out.append(Action(_name(path), "vacuum", _ms(t), f"retention {math.ceil(hours)} h"))
         return out
+
+
+def _commit_time(path: str, version: int, table=None) -> int | None:
+    """When the commit ``version`` of the table was written (ms since the epoch), or None."""
+    if sink.merge_on_read(path):
+        try:
+            info = dv.open_table(path).commit_info(version)
+        except FileNotFoundError:
+            return None
+        return info.get("timestamp")
+    table = table or store.rs_table(path)
+    after = [c for c in table.history(max(1, table.version() - version + 1)) if c.get("version", -1) == version]
+    return after[0].get("timestamp") if after else None
 
 
 def _last_checkpoint(path: str) -> int:

@@ -22,6 +22,7 @@ import hmac
 import urllib.error
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import deltalake
@@ -86,10 +87,24 @@ def rs_options(path, s: S3Config | None = None) -> dict[str, str] | None:
         opts["AWS_SECRET_ACCESS_KEY"] = s.secret_key
     return opts
 
-def rs_table(path, version: int | None = None):
-    """``deltalake.DeltaTable`` of the table at ``path`` (local or s3)."""
+class MergeOnReadTable(RuntimeError):
+    """delta-rs was asked to open a table with deletion vectors."""
 
-    return deltalake.DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
+
+def rs_table(path, version: int | None = None):
+    """``deltalake.DeltaTable`` of the table at ``path`` (local or s3). Refuses a table with
+    deletion vectors (a merge-on-read mirror): deltalake 1.6.6 cannot read one, and its MERGE on
+    one brought a deleted row back; ``connectors.dv_table`` reads and writes those."""
+    t = deltalake.DeltaTable(rs_uri(path), version=version, storage_options=rs_options(path))
+    if "deletionVectors" in (t.protocol().reader_features or []):
+        raise MergeOnReadTable(f"{path} has deletion vectors (a merge-on-read mirror): delta-rs may not read or "
+                               "write it; read it with connectors.dv_table or Spark")
+    return t
+
+def rs_protocol(path):
+    """The protocol of the table at ``path``, read by delta-rs from the log alone."""
+    return deltalake.DeltaTable(rs_uri(path), storage_options=rs_options(path)).protocol()
+
 
 def rs_is_table(path) -> bool:
 
@@ -113,7 +128,8 @@ def remove_files(uris: list[str]) -> None:
         else:
             Path(u.removeprefix("file://")).unlink(missing_ok=True)
 
-def request(method: str, uri: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, bytes]:
+def request(method: str, uri: str, body: bytes = b"", headers: dict | None = None,
+            query: dict[str, str] | None = None) -> tuple[int, bytes]:
     """One S3 request (GET, PUT, DELETE) on the object at ``s3a://bucket/key``, signed with AWS
     signature v4 when keys are set: (HTTP status, body); 404 and 412 are returned, not raised.
     Small and direct: pyarrow's S3 client uploads with checksum headers that S3Proxy refuses (501)."""
@@ -127,6 +143,10 @@ def request(method: str, uri: str, body: bytes = b"", headers: dict | None = Non
     else:
         scheme, _, host = base.partition("://")
         url, path = f"{scheme}://{bucket}.{host}/{quoted}", f"/{quoted}"
+    qs = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                  for k, v in sorted((query or {}).items()))
+    if qs:
+        url += "?" + qs
     now = dt.datetime.now(dt.timezone.utc)
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     payload = hashlib.sha256(body).hexdigest()
@@ -134,7 +154,7 @@ def request(method: str, uri: str, body: bytes = b"", headers: dict | None = Non
             **{k.lower(): v for k, v in (headers or {}).items()}}
     if s.access_key and s.secret_key:
         names = sorted(hdrs)
-        canonical = "\n".join([method, path, "", "".join(f"{k}:{hdrs[k].strip()}\n" for k in names),
+        canonical = "\n".join([method, path, qs, "".join(f"{k}:{hdrs[k].strip()}\n" for k in names),
                                ";".join(names), payload])
         scope = f"{day}/{s.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
@@ -157,6 +177,28 @@ def request(method: str, uri: str, body: bytes = b"", headers: dict | None = Non
 # Hadoop S3A: the settings for a custom endpoint (an S3-compatible store) and keys. Checksums:
 # the AWS SDK 2.30+ sends new checksum headers that older S3-compatible stores refuse; these
 # keep S3A's old-store-friendly behaviour (MD5 header, no generated checksums).
+def list_objects(prefix_uri: str) -> list[tuple[str, int, float]]:
+    """(s3://bucket/key, size, modified epoch seconds) of every object under ``s3://bucket/prefix``
+    (ListObjectsV2, page after page)."""
+    bucket, _, prefix = prefix_uri.split("://", 1)[1].partition("/")
+    out, token = [], None
+    while True:
+        q = {"list-type": "2", "prefix": prefix}
+        if token:
+            q["continuation-token"] = token
+        status, body = request("GET", f"s3://{bucket}/", query=q)
+        if status != 200:
+            raise OSError(f"S3 LIST s3://{bucket}/{prefix}: HTTP {status}")
+        root = ET.fromstring(body)
+        ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+        for c in root.iter(f"{ns}Contents"):
+            modified = dt.datetime.fromisoformat(c.findtext(f"{ns}LastModified").replace("Z", "+00:00"))
+            out.append((f"s3://{bucket}/{c.findtext(f'{ns}Key')}", int(c.findtext(f"{ns}Size")), modified.timestamp()))
+        if root.findtext(f"{ns}IsTruncated") != "true":
+            return out
+        token = root.findtext(f"{ns}NextContinuationToken")
+
+
 def hadoop_conf(s: S3Config | None = None, *, keys: bool = True) -> dict[str, str]:
     """``fs.s3a.*`` settings for Spark's Hadoop configuration (``keys=False`` leaves out the key
     pair, for places where settings are visible: a command line, the Spark UI)."""

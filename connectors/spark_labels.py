@@ -10,6 +10,13 @@ PySpark leaves the call site alone while its nesting depth is above zero (an act
 action keeps the outer one's): a label holds one level of that depth, so each step names
 itself in the Jobs and Stages tables (``ivmstream batch 12: mirror orders``). Local properties
 belong to the calling thread: foreachBatch's, for every step of a batch.
+
+Most of a batch starts no Spark job (the driver's Python, delta-rs), and a named accumulator
+shows in the Stages pages only when tasks update it, so what the batch did would leave no trace
+in the UI. ``summary`` closes each batch with a job of no tasks (an empty RDD's count: the
+scheduler records it, description included, without an executor or a task) whose description is
+the batch's record count, quarantined count by code and step times: one row per batch in the
+Jobs table, beside the jobs its steps started.
 """
 
 from __future__ import annotations
@@ -35,3 +42,10 @@ def label(spark, text: str | None) -> None:
     elif text is None and holding:
         SCCallSiteSync._spark_stack_depth -= 1
         _held.depth = False
+
+
+def summary(spark, text: str) -> None:
+    """One Spark job of no tasks labelled ``text`` (the batch's figures) for the Jobs table."""
+    sc = getattr(spark, "sparkContext", spark)
+    label(sc, text)
+    sc._jsc.emptyRDD().count()  # zero partitions: the job starts and ends at once, on the driver

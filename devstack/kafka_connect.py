@@ -39,6 +39,8 @@ class EmbeddedConnect(JvmServer):
     # How to reach a secure broker (connectors.kafka_client.security_properties of the job's
     # [kafka]): for the worker itself and the producers, consumers and admin it makes.
     client: dict = field(default_factory=dict, repr=False)
+    # Copies of each of the worker's internal topics ([kafka] replication_factor).
+    replication_factor: int = 1
 
     title = "Kafka Connect"
     kind = "Kafka Connect worker"
@@ -73,9 +75,9 @@ class EmbeddedConnect(JvmServer):
             "config.storage.topic": f"_{self.group}-configs",
             "offset.storage.topic": f"_{self.group}-offsets",
             "status.storage.topic": f"_{self.group}-status",
-            "config.storage.replication.factor": "1",
-            "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1",
+            "config.storage.replication.factor": str(self.replication_factor),
+            "offset.storage.replication.factor": str(self.replication_factor),
+            "status.storage.replication.factor": str(self.replication_factor),
             "offset.storage.partitions": "1",
             "status.storage.partitions": "1",
             "key.converter": JSON_CONVERTER,

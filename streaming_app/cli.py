@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from connectors.kafka_client import python_options
-from core.config import ENV, REPO_ROOT, env
+from core.config import ENV, REPO_ROOT, dump_toml, env
 from core.errors import ConfigError, IvmError
 from devstack import s3_server
 from devstack.broker_security import BrokerSecurity
@@ -69,8 +69,11 @@ def cmd_broker(args) -> int:
         print(f"Kafka broker ready on {b.bootstrap} (pid {b.pid()}, {time.monotonic() - t0:.1f}s); "
               f"data in {b.data_dir}")
         if b.security is not None:  # what a job's [kafka] section says to reach it (the password stays in the env)
-            print("SASL_SSL (SCRAM-SHA-512); the job's [kafka]: "
-                  + json.dumps(b.security.client_section(b.home, b.bootstrap)))
+            section = b.security.client_section(b.home, b.bootstrap)
+            print("SASL_SSL (SCRAM-SHA-512); the job's [kafka]: " + json.dumps(section))
+            # the same as TOML to paste into job.toml, with where the password comes from
+            print(dump_toml({"kafka": section}).rstrip()
+                  + '\npassword_file = "kafka.pw"          # or export IVMSTREAM_KAFKA_PASSWORD')
     elif args.action == "stop":
         print("stopped" if b.stop() else "no broker was running")
     else:
@@ -165,7 +168,8 @@ def cmd_produce(args) -> int:
         raise BrokerError(f"no Kafka broker answers at {cfg.kafka.bootstrap_servers} ({why}); start one with "
                           "`ivmstream broker start` or give --bootstrap-servers")
     client = python_options(cfg.kafka)
-    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1, client=client)  # README: Ordering
+    create_topics(cfg.kafka.bootstrap_servers, [table.topic], partitions=1, client=client,  # README: Ordering
+                  replication_factor=cfg.kafka.replication_factor)
     prod = CdcProducer(cfg.kafka.bootstrap_servers, client)
     if args.edges_workload:
         events = _edge_workload(args, table)

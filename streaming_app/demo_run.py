@@ -17,7 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-from connectors import object_store as store
 from connectors.kafka import reset_topics
 from core.config import REPO_ROOT
 from devstack.kafka_broker import EmbeddedBroker
@@ -273,13 +272,13 @@ def _print_graph_outputs(cfg) -> int:
     then every output table with its row count. 1 if a figure disagrees with its recount."""
     import networkx as nx
 
-    from connectors.delta_sink import Lake
+    from connectors.delta_sink import Lake, read_table
 
     lake = Lake(cfg.lake_root)
 
     def rows(path: str) -> list[dict]:
         try:
-            return store.rs_table(path).to_pyarrow_table().to_pylist()
+            return read_table(path).to_pylist()
         except Exception:  # noqa: BLE001 - not written (no batch reached it)
             return []
 
@@ -342,7 +341,8 @@ def _run_demo(cfg, broker, duration_s: float, rate: float, ui: bool) -> int:
     try:
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
-        reset_topics(broker.bootstrap, cfg.topics, partitions=DEMO_PARTITIONS)
+        reset_topics(broker.bootstrap, cfg.topics, partitions=DEMO_PARTITIONS,
+                     replication_factor=cfg.kafka.replication_factor)
         feed = Feed(cfg, broker.bootstrap, duration_s, rate)
         # the snapshot and the changes are sent while Spark starts and the job runs
         feeder = threading.Thread(target=feed.run, daemon=True)

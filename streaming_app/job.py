@@ -21,6 +21,7 @@ streaming query id, which lives in the checkpoint: a fresh checkpoint is a fresh
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
@@ -158,7 +159,7 @@ class IngestJob:
     def setup(self) -> None:
         spark = self.spark
         for t in self.cfg.tables:
-            path = sink.ensure_mirror(spark, self.lake, t)
+            path = sink.ensure_mirror(spark, self.lake, t, self.cfg.mirrors)
             self.versions.setdefault(t.name, sink.latest_version(spark, path))
         sink.ensure_table(spark, self.lake.output("quarantine"), QUARANTINE_DDL)
         sink.ensure_table(spark, self.lake.output("batches"), BATCHES_DDL)
@@ -302,10 +303,10 @@ class IngestJob:
             operators.append(_operator_figures(m, ctx, steps[f"maintain:{m.name}"]))
             kill_point(f"maintain.{m.name}", batch_id)
         self.backend.after_maintainers(self, spark, ctx)
-        spark_labels.label(spark, f"ivmstream batch {batch_id}: quarantine and batch record")
+        rejected = list(decoded.rejected) + list(ctx.rejected)
+        spark_labels.label(spark, f"ivmstream batch {batch_id}: quarantine {len(rejected)} and batch record")
 
         t = time.perf_counter()
-        rejected = list(decoded.rejected) + list(ctx.rejected)
         if rejected:
             kill_point("quarantine.begin", batch_id)
             sink.append_small(spark, self.lake.output("quarantine"), self._quarantine_rows(rejected, batch_id),
@@ -336,6 +337,7 @@ class IngestJob:
         for k, key in (("batches", None), ("records", "records_in"), ("events", "events"),
                        ("quarantined", "quarantined"), ("tombstones", "tombstones")):
             self.totals[k] += 1 if key is None else row[key]
+        spark_labels.summary(spark, batch_summary(batch_id, decoded.records, rejected, steps))
         spark_labels.label(spark, None)
         if self.on_batch:
             self.on_batch({**row, "step_ms": dict(steps)})
@@ -509,6 +511,15 @@ def _warm_kafka_read(spark, cfg: JobConfig) -> None:
 def _rejection(topic: str, raw: dict, ev, code: str, reason: str, avro: bool = False) -> Rejected:
     key, value = raw.get((topic, ev.partition, ev.offset), (None, None))
     return Rejected(topic, ev.partition, ev.offset, quarantine_text(key, avro), quarantine_text(value, avro), code, reason)
+
+
+def batch_summary(batch_id: int, records: int, rejected: list, steps: dict[str, float]) -> str:
+    """The batch's line in the Spark UI's Jobs table: records, quarantined by code, step times."""
+    codes = collections.Counter(r.code for r in rejected)
+    why = f" ({', '.join(f'{c} {n}' for c, n in sorted(codes.items()))})" if codes else ""
+    took = ", ".join(f"{k.removeprefix('maintain:')} {v:.0f}" for k, v in steps.items()
+                     if isinstance(v, (int, float)))  # the statestore's per-operator dict is on the metrics
+    return f"ivmstream batch {batch_id}: {records} records, {len(rejected)} quarantined{why}; ms: {took}"
 
 
 def _ms(t0: float) -> float:

@@ -82,7 +82,8 @@ def _run_mariadb_demo(duration_s: float, broker, connect, port: int, ui: bool, u
         db.create_database(DATABASE)
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
-        reset_topics(broker.bootstrap, cfg.topics, partitions=1)  # exact order of truncates and key changes
+        reset_topics(broker.bootstrap, cfg.topics, partitions=1,  # exact order of truncates and key changes
+                     replication_factor=cfg.kafka.replication_factor)
         work = Workload(db, DATABASE, seed=1, pace_s=0.03)
         work.setup()
         connect.register(name, connector_properties(cfg))

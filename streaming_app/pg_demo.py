@@ -92,7 +92,8 @@ def _run_pg_demo(duration_s: float, broker, connect, pg_port: int, ui: bool, ui_
         pg.create_database(DATABASE)
         empty_folder(cfg.lake_root)
         empty_folder(cfg.checkpoint_dir)
-        reset_topics(broker.bootstrap, cfg.topics, partitions=1)  # exact order of truncates and key changes
+        reset_topics(broker.bootstrap, cfg.topics, partitions=1,  # exact order of truncates and key changes
+                     replication_factor=cfg.kafka.replication_factor)
         work = Workload(pg, DATABASE, seed=1, pace_s=0.03)
         work.setup()
         connect.register(name, connector_properties(cfg))

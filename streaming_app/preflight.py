@@ -161,7 +161,7 @@ def check_topics(cfg, say: Callable[[str], None] = print) -> None:
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    from connectors.kafka import BrokerError
+    from connectors.kafka import BrokerError, live_brokers
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=cfg.kafka.bootstrap_servers, client_id="ivmstream-preflight",
@@ -170,10 +170,15 @@ def check_topics(cfg, say: Callable[[str], None] = print) -> None:
             existing = set(admin.list_topics())
             ours = sorted({t.topic for t in cfg.tables} & existing)
             partitions = {d["name"]: len(d["partitions"]) for d in admin.describe_topics(ours)} if ours else {}
+            brokers = live_brokers(admin) if cfg.kafka.replication_factor > 1 else 1
         finally:
             admin.close()
     except (KafkaError, ssl.SSLError) as e:  # refused login or certificate: one line, before Spark starts
         raise BrokerError(refused(cfg.kafka, e)) from None
+    if cfg.kafka.replication_factor > brokers:  # the job reads only; what makes topics refuses it
+        say(f"note: [kafka] replication_factor = {cfg.kafka.replication_factor} but {brokers} broker(s) answer at "
+            f"{cfg.kafka.bootstrap_servers}: `ivmstream produce`, `connect register` and `connect start` will "
+            "refuse to create topics until that many brokers run")
     many = {t: n for t, n in partitions.items() if n > 1}
     if many:
         say(f"note: {', '.join(f'topic {t} has {n} partitions' for t, n in sorted(many.items()))}: a TRUNCATE "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from connectors.connect import connector_properties, rest, wait_running
 from connectors.kafka_client import masked, python_options, security_properties
-from core.config import ENV, REPO_ROOT, env
+from core.config import ENV, REPO_ROOT, KafkaConfig, env
 from core.errors import ConfigError
 from devstack.kafka_connect import EmbeddedConnect
 from streaming_app.settings import load_config
@@ -87,9 +87,12 @@ def cmd_mariadb(args) -> int:
         return _print_status(db.status())
     return 0
 
-def _bootstrap(args) -> str:
+def _bootstrap(args, kafka: KafkaConfig | None = None) -> str:
+    """--bootstrap-servers, else the --config job's broker, else the embedded one's port."""
     if args.bootstrap_servers:
         return args.bootstrap_servers
+    if kafka is not None:
+        return kafka.bootstrap_servers
     return f"127.0.0.1:{_port(env('broker_port'), 9092, 'broker_port')}"
 
 def cmd_connect(args) -> int:
@@ -107,9 +110,17 @@ def cmd_connect(args) -> int:
         return 0
     port = args.port if args.port is not None else _port(env("connect_port"), 8083, "connect_port")
     # with --config, the worker reaches the broker as that job does ([kafka] options and login)
-    client = security_properties(load_config(args.config).kafka) if args.config else {}
-    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args), client=client)
+    # and makes its internal topics with the job's replication factor
+    job_kafka = load_config(args.config).kafka if args.config else None
+    kafka = job_kafka or KafkaConfig()
+    w = EmbeddedConnect(Path(args.dir), port=port, bootstrap=_bootstrap(args, job_kafka),
+                        client=security_properties(kafka), replication_factor=kafka.replication_factor)
     if args.action == "start":
+        from connectors.kafka import check_cluster_replication, unreachable
+
+        if not unreachable(w.bootstrap):  # else the worker's start says the broker is missing
+            # its internal topics need that many brokers; the worker would only retry and time out
+            check_cluster_replication(w.bootstrap, w.replication_factor, python_options(kafka))
         t0 = time.monotonic()
         w.start()
         print(f"Kafka Connect ready on {w.url} (pid {w.pid()}, {time.monotonic() - t0:.1f}s), "
@@ -135,7 +146,7 @@ def _register(args) -> int:
     # exist keep theirs, and one with more partitions is named, since truncate ordering
     # is exact only within one partition.
     client = python_options(cfg.kafka)
-    create_topics(bootstrap, cfg.topics, partitions=1, client=client)
+    create_topics(bootstrap, cfg.topics, partitions=1, client=client, replication_factor=cfg.kafka.replication_factor)
     wide = _multi_partition(bootstrap, cfg.topics, client)
     t0 = time.monotonic()
     rest(url, "PUT", f"/connectors/{d.connector_name}/config", props)
@@ -193,7 +204,7 @@ def add_commands(sub, common) -> None:
     c.add_argument("--dir", default=env("connect_dir", str(DEFAULT_CONNECT_DIR)),
                    help=_env_help("worker home: properties, log, pid (default var/connect)", "connect_dir"))
     c.add_argument("--bootstrap-servers", default=env("bootstrap_servers"),
-                   help=_env_help("Kafka bootstrap servers (start: default 127.0.0.1:<broker port>; "
+                   help=_env_help("Kafka bootstrap servers (start: default --config's, else 127.0.0.1:<broker port>; "
                                   "register: overrides the config)", "bootstrap_servers"))
     c.add_argument("--config", default=env("config"),
                    help=_env_help("job config (TOML) whose [debezium] section and tables define the "

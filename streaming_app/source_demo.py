@@ -16,6 +16,8 @@ from typing import Callable
 
 import deltalake
 
+from connectors import delta_sink as sink
+
 
 def start_services(services: list) -> list:
     """Start each (name, service) that does not run yet; the ones started, in order."""
@@ -41,8 +43,8 @@ def markers_applied(cfg) -> bool:
 
     for t in cfg.tables:
         try:
-            rows = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / t.name)).to_pyarrow_table(
-                columns=[t.primary_key[0]]).column(0).to_pylist()
+            rows = sink.read_table(str(cfg.lake_root / "mirrors" / t.name),
+                                   columns=[t.primary_key[0]]).column(0).to_pylist()
         except Exception:  # noqa: BLE001 - the mirror has no commit yet
             return False
         if -1 not in rows:
@@ -96,7 +98,7 @@ def summary(cfg, res, chain: str, source: str, compare: Callable, quarantine_not
     lake = Path(cfg.lake_root)
     failed = 0
     for t in cfg.tables:
-        mirror = deltalake.DeltaTable(str(lake / "mirrors" / t.name)).to_pyarrow_table().to_pylist()
+        mirror = sink.read_table(str(lake / "mirrors" / t.name)).to_pylist()
         text, bad = compare(t.name, mirror)
         failed += len(bad)
         print(f"mirror {t.name:<10} {text}" + (f" e.g. {bad[:2]}" if bad else ""))

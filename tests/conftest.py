@@ -121,3 +121,25 @@ def kafka_connect(kafka_broker, tmp_path_factory):
     connect.start()
     yield connect
     connect.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory):
+    """One real broker with SASL_SSL (SCRAM-SHA-512 over TLS, keytool certificates: `ivmstream
+    broker start --sasl-user`'s code) on a free loopback port. ``secure_kafka.section`` is the job
+    config's ``[kafka]`` section that reaches it without the password, ``secure_kafka.password``
+    the password (for a ``password_file``)."""
+    import secrets
+    from types import SimpleNamespace
+
+    from devstack.broker_security import BrokerSecurity
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
+
+    home = tmp_path_factory.mktemp("kafka-secure")
+    security = BrokerSecurity("ivm", secrets.token_hex(12))
+    broker = EmbeddedBroker(home, port=free_port(), security=security)
+    broker.start()
+    yield SimpleNamespace(broker=broker, bootstrap=broker.bootstrap, password=security.password,
+                          section=security.client_section(home, broker.bootstrap))
+    broker.stop()

@@ -23,7 +23,7 @@ from core.config.s3 import S3Config, parse_s3
 from core.config.spark import SparkConfig, check_master, parse_spark
 from core.config.tables import TableConfig, parse_table
 
-_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode"}
+_JOB_KEYS = {"name", "lake_root", "checkpoint_root", "trigger_interval_s", "decode", "mirrors"}
 
 
 def _on_a_filesystem(path: Path | str, where: str) -> Path:
@@ -46,6 +46,10 @@ class JobConfig:
     # process) or "executors" (in the Spark tasks that read them, in parallel Python workers;
     # measured slower on a 2-core machine, bench/results/ingest.md, meant for clusters).
     decode: str = "driver"
+    # How a batch writes the mirrors: "merge-on-read" (deletion vectors: the batch writes its
+    # changed rows, a deletion-vector file and its change feed, whatever the table's size) or
+    # "copy-on-write" (every file holding a changed key is rewritten). bench/RESULTS.md.
+    mirrors: str = "merge-on-read"
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     tables: tuple[TableConfig, ...] = ()
@@ -125,6 +129,10 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
     if decode not in ("executors", "driver"):
         raise ConfigError(f"{w}: decode must be \"executors\" or \"driver\", got {shown(decode)}")
 
+    mirrors = job.get("mirrors", JobConfig.mirrors)
+    if mirrors not in ("merge-on-read", "copy-on-write"):
+        raise ConfigError(f"{w}: mirrors must be \"merge-on-read\" or \"copy-on-write\", got {shown(mirrors)}")
+
     kcfg = parse_kafka(data.get("kafka", {}), where, base)
     scfg = parse_spark(data.get("spark", {}), where)
     skcfg = parse_sketch_settings(data.get("sketch", {}), where)
@@ -169,6 +177,7 @@ def parse_schema(data: dict, source: Path | None = None) -> JobConfig:
                                                f"{where}: [job] checkpoint_root"), f"{where}: [job] checkpoint_root"),
         trigger_interval_s=trigger,
         decode=decode,
+        mirrors=mirrors,
         kafka=kcfg,
         spark=scfg,
         tables=tables,

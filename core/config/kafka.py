@@ -14,7 +14,8 @@ from core.config.common import check_keys, want_int, want_options, want_str, env
 _HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
 STARTING_OFFSETS = ("earliest", "latest")
 _KAFKA_KEYS = {"bootstrap_servers", "starting_offsets", "max_offsets_per_trigger", "options", "username",
-               "password_file"}
+               "password_file", "replication_factor"}
+MAX_REPLICATION_FACTOR = 32767  # Kafka's own bound (a short)
 JAAS_OPTION = "kafka.sasl.jaas.config"
 LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -33,6 +34,10 @@ class KafkaConfig:
     extra_options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    # Copies of each partition for every topic the project creates: the tables' topics
+    # (produce, connect register), Debezium's (topic.creation.default.*) and Kafka Connect's
+    # internal ones. 1 fits the one-broker dev stack; a production cluster wants 3.
+    replication_factor: int = 1
 
     @property
     def mechanism(self) -> str:
@@ -118,4 +123,6 @@ def parse_kafka(kafka: Any, where: str, base: Path | None = None) -> KafkaConfig
         max_offsets_per_trigger=want_int(kafka.get("max_offsets_per_trigger", 10_000), w,
                                           "max_offsets_per_trigger", 1, 2**31 - 1),
         extra_options=options,
+        replication_factor=want_int(kafka.get("replication_factor", 1), w, "replication_factor", 1,
+                                    MAX_REPLICATION_FACTOR),
     )

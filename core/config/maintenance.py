@@ -8,7 +8,7 @@ from typing import Any
 
 from core.config.common import check_keys, want_bool, want_int, want_number
 
-_KEYS = {"enabled", "every_batches", "checkpoint_every", "compact_min_files", "target_file_mb", "retention_hours"}
+_KEYS = {"enabled", "every_batches", "checkpoint_every", "compact_min_files", "target_file_mb", "retention_hours", "purge_share"}
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,9 @@ class MaintenanceConfig:
     # Compact a table when this many of its files are under half the target size.
     compact_min_files: int = 16
     target_file_mb: int = 128
+    # A merge-on-read mirror's file whose deletion vector removes more than this share of its
+    # rows is rewritten without them (a reader then skips fewer dead rows).
+    purge_share: float = 0.3
     # VACUUM removes a file only once it has been out of the table this long (the time travel
     # the README promises) AND no reader still needs a version that holds it (the oldest version
     # a state snapshot reflects). Delta's own default: 7 days.
@@ -41,6 +44,7 @@ def parse_maintenance(section: Any, where: str) -> MaintenanceConfig:
         compact_min_files=want_int(section.get("compact_min_files", d.compact_min_files), w, "compact_min_files",
                                     2, 1_000_000),
         target_file_mb=want_int(section.get("target_file_mb", d.target_file_mb), w, "target_file_mb", 1, 16_384),
+        purge_share=float(want_number(section.get("purge_share", d.purge_share), w, "purge_share", 0.01, 1.0)),
         retention_hours=float(want_number(section.get("retention_hours", d.retention_hours), w, "retention_hours",
                                            0, 24 * 3650)),
     )

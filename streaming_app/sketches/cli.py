@@ -25,7 +25,6 @@ from sqlglot import exp
 
 from connectors import delta_sink as sink
 from connectors import object_store
-from connectors import object_store as store
 from connectors.s3_lease import S3Lease
 from core.config import NAME, MAX_FRAGMENTS, MAX_NAME_LEN, sql_problem
 from core.errors import ConfigError, SqlError
@@ -122,7 +121,7 @@ def mirror_tables(cfg, sql: str) -> dict:
     out = {}
     for name, table in query_tables(cfg, sql).items():
         try:
-            data = store.rs_table(lake.mirror(table.name)).to_pyarrow_table(columns=table.column_names)
+            data = sink.read_table(lake.mirror(table.name), columns=table.column_names)
         except Exception:  # noqa: BLE001 - mirror absent: no rows yet
             data = pa.Table.from_batches([], schema=sink.arrow_schema(table))
         out[name] = data

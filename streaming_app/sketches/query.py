@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 
 from connectors import delta_sink as sink
-from connectors import object_store as store
 from core.errors import ConfigError
 from streaming_app.sketches.outputs import write_sketch_rows
 from streaming_app.sketches.query_state import QueryState
@@ -31,7 +30,7 @@ from streaming_app.sketches.tables import REGISTERED, SKETCHES
 
 def _dl_table(path: str) -> pa.Table | None:
     try:
-        return store.rs_table(path).to_pyarrow_table()
+        return sink.read_table(path)
     except Exception:  # noqa: BLE001 - table absent
         return None
 
@@ -87,7 +86,7 @@ def records(spark, cfg, name: str) -> tuple[Registration, dict]:
 
 def coverage(lake: sink.Lake, rec: dict, part: Part) -> tuple[int, int]:
     """(rows of the partitioned mirror inside the sketch, all rows) at the mirror's latest version."""
-    col = store.rs_table(lake.mirror(part.table)).to_pyarrow_table(columns=[part.attribute]).column(part.attribute)
+    col = sink.read_table(lake.mirror(part.table), columns=[part.attribute]).column(part.attribute)
     ids = part.partition().fragment_of(col)
     inside = np.isin(ids, np.asarray(rec["fragments"], dtype=np.int64))
     return int(inside.sum()), len(ids)
@@ -102,7 +101,7 @@ def staleness(lake: sink.Lake, recs: dict, now=None) -> dict:
         reflected.update({t: int(v) for t, v in (rec["mirror_versions"] or [])})
     behind = {}
     for t, v in sorted(reflected.items()):
-        latest = int(store.rs_table(lake.mirror(t)).version())
+        latest = sink.latest_version(None, lake.mirror(t))
         if latest > v:
             behind[t] = {"sketch": v, "mirror": latest, "versions": latest - v}
     updated = max((r["updated_at"] for r in recs.values() if r["updated_at"] is not None), default=None)
@@ -146,7 +145,7 @@ def _num(v):
 
 def file_stats(path: str, attribute: str | None = None, runs=None, has_null: bool = False) -> dict:
     """Files and bytes of the table, and those a scan restricted to ``runs`` must read."""
-    acts = pa.table(store.rs_table(path).get_add_actions(flatten=True)).to_pydict()
+    acts = sink.file_actions(path)
     n = len(acts["path"])
     sizes = acts["size_bytes"]
     keep = [True] * n

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import json
-import time
 
 import networkx as nx
 import pyarrow as pa
@@ -21,6 +20,7 @@ import pytest
 from connectors.connect import connector_properties
 from devstack.pg_history import SKETCH_SQL, TABLES, Workload, job_tables, mirror_mismatches, pg_rows
 from operators.sketch import RangePartition
+from tests.cdc_chain.chain import wait_for_markers
 from tests.oracles.sketch_reference import reference_sketch
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
@@ -51,29 +51,6 @@ def _config(tmp_path, prefix, pg, bootstrap, connect_url, database):
     return parse_config(data)
 
 
-def _wait_for_markers(bootstrap, cfg, timeout_s=180):
-    """Until every table's topic holds its marker row (the workload's last change)."""
-    from kafka import KafkaConsumer
-
-    pending = {t.topic for t in cfg.tables}
-    c = KafkaConsumer(*pending, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                      enable_auto_commit=False, consumer_timeout_ms=2000)
-    deadline = time.time() + timeout_s
-    try:
-        while pending and time.time() < deadline:
-            for msg in c:
-                if msg.key and msg.value and b'"after"' in msg.value:
-                    payload = json.loads(msg.value).get("payload") or {}
-                    after = payload.get("after") or {}
-                    if -1 in (after.get("id"), after.get("order_id"), after.get("src")):
-                        pending.discard(msg.topic)
-                if not pending:
-                    break
-    finally:
-        c.close()
-    assert not pending, f"no marker on {pending} after {timeout_s}s"
-
-
 def _compare(spark, cfg, pg, database, table):
     cols = list(TABLES[table][1])
     mirror = (spark.read.format("delta").load(str(cfg.lake_root / "mirrors" / table))
@@ -96,7 +73,7 @@ def chain(postgres, kafka_broker, kafka_connect, tmp_path_factory):
         kafka_connect.wait_running(cfg.debezium.connector_name, timeout_s=120)
     steps = work.run()
     for cfg in cfgs.values():
-        _wait_for_markers(kafka_broker.bootstrap, cfg)
+        wait_for_markers(cfg)
     return database, cfgs, steps
 
 

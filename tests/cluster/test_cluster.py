@@ -19,6 +19,7 @@ import time
 import networkx as nx
 import pytest
 
+from connectors import delta_sink as sink
 from connectors import object_store as store
 from connectors.kafka import create_topics
 from core.config import REPO_ROOT, dump_toml
@@ -153,7 +154,7 @@ def _readme_submit(cfg_file, master: str, timeout: float = 900) -> tuple[int, st
 
 
 def _rows(lake, *parts: str) -> list[dict]:
-    return store.rs_table(store.join(lake, *parts)).to_pyarrow_table().to_pylist()
+    return sink.read_table(store.join(lake, *parts)).to_pylist()
 
 
 def _produce(bootstrap: str, cfg, seed: int):

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from connectors import delta_sink as sink
 from connectors.kafka import create_topics
 from devstack.producer import CdcProducer
 from streaming_app.runner import run_job
@@ -71,7 +72,7 @@ def test_cdc_to_mirrors_quarantine_and_batches(kafka_broker, spark, tmp_path, de
     # the same rows through delta-rs, without Spark
     from deltalake import DeltaTable
 
-    dl = DeltaTable(str(cfg.lake_root / "mirrors" / "items")).to_pyarrow_table().sort_by("id").to_pylist()
+    dl = sink.read_table(str(cfg.lake_root / "mirrors" / "items")).sort_by("id").to_pylist()
     assert _norm(dl) == _norm(hist.expected_rows("items"))
     dq = DeltaTable(str(cfg.lake_root / "quarantine")).to_pyarrow_table()
     assert dq.num_rows == len(hist.bad)

@@ -10,10 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from connectors import delta_sink as sink
 from connectors.kafka_client import masked, python_options
 from core.config import dump_toml
 from core.errors import ConfigError
@@ -100,8 +102,6 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
     keytool certificates, loopback) prints the [kafka] section that reaches it; with it and a
     password file `ivmstream produce` and `ivmstream run` go through it and the mirror holds what
     was produced; a wrong password ends the job in one line."""
-    import deltalake
-
     from devstack.process import free_port
 
     cli = [sys.executable, "-m", "streaming_app"]
@@ -110,7 +110,10 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
                        timeout=180, env={**os.environ, "IVMSTREAM_KAFKA_PASSWORD": "right-pw-7"})
     try:
         assert r.returncode == 0 and "right-pw-7" not in r.stdout + r.stderr, r.stdout + r.stderr
-        section = json.loads(r.stdout.split("the job's [kafka]: ", 1)[1])
+        section = json.loads(r.stdout.split("the job's [kafka]: ", 1)[1].splitlines()[0])
+        # and as TOML to paste into job.toml, the password from a file
+        pasted = tomllib.loads(r.stdout[r.stdout.index("\n[kafka]\n"):])["kafka"]
+        assert pasted == {**section, "password_file": "kafka.pw"}, r.stdout
         ca = Path(section["options"]["kafka.ssl.truststore.location"]).read_text()
         assert ca.startswith("-----BEGIN CERTIFICATE-----")
         (tmp_path / "kafka.pw").write_text("right-pw-7\n")
@@ -128,7 +131,7 @@ def test_produce_job_outputs_through_a_sasl_ssl_broker_and_a_wrong_password_in_o
         run = [*cli, "run", "--config", str(path), "--available-now", "--no-ui"]
         r = subprocess.run(run, capture_output=True, text=True, timeout=400)
         assert r.returncode == 0 and "batch     0:" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
-        rows = deltalake.DeltaTable(str(tmp_path / "lake" / "mirrors" / "t")).to_pyarrow_table().to_pylist()
+        rows = sink.read_table(str(tmp_path / "lake" / "mirrors" / "t")).to_pylist()
         assert sorted((x["id"], x["v"]) for x in rows) == [(1, "a"), (2, "b"), (3, "c")]
         assert "right-pw-7" not in r.stdout + r.stderr
 

@@ -4,6 +4,7 @@ HTTP client while it drains a topic, and Spark's own servlet beside it."""
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import os
@@ -202,7 +203,8 @@ def test_submit_turns_on_sparks_prometheus_servlet_with_metrics(tmp_path):
 @pytest.mark.spark
 def test_spark_jobs_of_a_batch_are_labelled_by_their_step(kafka_broker, spark, tmp_path):
     """Issue 42, the Spark UI: each Spark job a batch starts shows its step as description and
-    as call site (not a path into the virtualenv), the mirror's lookups included."""
+    as call site (not a path into the virtualenv), the mirror's lookups included; each batch ends
+    with a job whose description holds its records, quarantined count by code and step times."""
     from connectors.kafka import create_topics
     from devstack.producer import CdcProducer
     from streaming_app.runner import run_job
@@ -218,14 +220,42 @@ def test_spark_jobs_of_a_batch_are_labelled_by_their_step(kafka_broker, spark, t
     prod = CdcProducer(kafka_broker.bootstrap)
     for i in range(20):
         prod.send(cfg.table("t"), "c", None, {"id": i, "v": "x"})
+    for junk in (b"not json", b"[1, 2]", b"{oops"):  # three records the decoder rejects
+        prod.send_raw(topic, b'{"id": 99}', junk)
     prod.close()
     store = spark._jsc.sc().statusStore()
     listed = lambda: spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(store.jobsList(None))  # noqa: E731
     before = {int(j.jobId()) for j in listed()}
-    run_job(cfg, available_now=True, spark=spark, quiet=True)
-    jobs = [(j.name(), j.description().getOrElse(None) if j.description().isDefined() else None)
-            for j in listed() if int(j.jobId()) not in before]
+    res = run_job(cfg, available_now=True, spark=spark, quiet=True)
+    assert res.totals["quarantined"] == 3, res.totals
+    codes = collections.Counter(r.error_code for r in spark.read.format("delta")
+                                .load(str(tmp_path / "lake" / "quarantine")).collect())
+    deadline = time.monotonic() + 10  # the listener bus delivers to the status store asynchronously
+    while True:
+        jobs = [(j.name(), j.description().getOrElse(None) if j.description().isDefined() else None)
+                for j in listed() if int(j.jobId()) not in before]
+        summaries = [desc for _, desc in jobs if desc and re.match(r"ivmstream batch \d+: \d+ records", desc)]
+        if summaries or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    by_code = ", ".join(f"{c} {n}" for c, n in sorted(codes.items()))
+    assert len(summaries) == res.totals["batches"], (summaries, jobs)
+    assert summaries[0].startswith(f"ivmstream batch 0: 23 records, 3 quarantined ({by_code}); ms: "), summaries
+    assert re.search(r"; ms: collect \d+, decode \d+, mirror \d+, sketches \d+, quarantine \d+, batch_record \d+$",
+                     summaries[0]), summaries
     ours = [(name, desc) for name, desc in jobs if desc and desc.startswith("ivmstream batch 0:")]
     assert any(desc == "ivmstream batch 0: read and decode" for _, desc in ours), jobs
-    assert all(name == desc for name, desc in ours), ours  # the call site is the step
+    # the call site is the step (the summary's job has no stage, hence no name of its own)
+    assert all(name == desc for name, desc in ours if desc not in summaries), ours
     assert not any(".venv" in (name or "") for name, desc in jobs if desc and desc.startswith("ivmstream")), jobs
+
+
+def test_the_batch_summary_the_spark_ui_shows():
+    from connectors.debezium import Rejected
+    from streaming_app.job import batch_summary
+
+    rej = [Rejected("t", 0, i, None, "x", code, "why") for i, code in enumerate(["DATA_NULL", "BAD_JSON", "DATA_NULL"])]
+    steps = {"collect": 3.4, "decode": 12.6, "mirror": 40.0, "maintain:sketch big": 7.2, "operators": {"agg": 1.0}}
+    assert batch_summary(7, 1000, rej, steps) == ("ivmstream batch 7: 1000 records, 3 quarantined (BAD_JSON 1, "
+                                                  "DATA_NULL 2); ms: collect 3, decode 13, mirror 40, sketch big 7")
+    assert batch_summary(8, 5, [], {"decode": 1.0}) == "ivmstream batch 8: 5 records, 0 quarantined; ms: decode 1"

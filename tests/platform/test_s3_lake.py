@@ -14,6 +14,7 @@ import time
 import networkx as nx
 import pytest
 
+from connectors import delta_sink as sink
 from connectors import object_store as store
 from connectors.kafka import create_topics
 from core.config import dump_toml
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.s3, pytest.mark.kafka, pytest.mark.spark]
 
 
 def _rows(path: str, key) -> list[dict]:
-    return sorted(store.rs_table(path).to_pyarrow_table().to_pylist(), key=key)
+    return sorted(sink.read_table(path).to_pylist(), key=key)
 
 
 def test_job_on_an_s3_lake_restart_and_one_writer(kafka_broker, s3_server, tmp_path):

@@ -75,11 +75,15 @@ def test_port_taken_is_a_clear_error(s3_server, tmp_path):
 
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_the_readme_s3_steps_with_no_keys_and_a_wrong_pair_in_one_line(kafka_broker, tmp_path):
+def test_the_readme_s3_steps_with_no_keys_and_a_wrong_pair_in_one_line(kafka_broker, tmp_path, monkeypatch):
     """Issue 42, blocker 1, as the README says it: `ivmstream s3 start` with no keys exported,
-    a job whose [s3] gives only the endpoint (every key may be left out) runs on it; keys that
+    a job whose [s3] gives only the endpoint (every key may be left out) runs on it, and the
+    README's delta-rs reader of that lake (its options from the job's config) reads it; keys that
     are not the server's end in one line that says where they came from and what to export."""
     import os
+    import textwrap
+
+    from tests.platform.test_readme import blocks, run_block
 
     from connectors.kafka import create_topics
     from devstack.producer import CdcProducer
@@ -112,6 +116,12 @@ def test_the_readme_s3_steps_with_no_keys_and_a_wrong_pair_in_one_line(kafka_bro
         r = subprocess.run(run, capture_output=True, text=True, timeout=400, env=no_keys)
         assert r.returncode == 0 and "batch     0:" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
         assert (home / "data" / "lake" / f"nokeys-{tmp_path.name}" / "mirrors" / "t" / "_delta_log").is_dir()
+        (reader,) = blocks("## A lake on an object store (S3)", "**One job per lake")
+        for k in [k for k in os.environ if k.startswith("AWS_")]:
+            monkeypatch.delenv(k)
+        monkeypatch.chdir(tmp_path)  # the block reads job.toml
+        ns = run_block(textwrap.dedent(reader) + "print(len(batches), int(batches.records_in.sum()))")
+        assert ns.strip() == "1 3", ns
 
         wrong = {**no_keys, "AWS_ACCESS_KEY_ID": "someone", "AWS_SECRET_ACCESS_KEY": "not-the-servers-secret"}
         r = subprocess.run(run, capture_output=True, text=True, timeout=400, env=wrong)

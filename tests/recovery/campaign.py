@@ -262,12 +262,12 @@ class Campaign:
 
     # -- the lake --------------------------------------------------------------------------
     def table(self, name: str) -> pa.Table | None:
-        from deltalake import DeltaTable
+        from connectors.delta_sink import read_table
 
         path = self.cfg.lake_root / name
         if not (path / "_delta_log").exists():
             return None
-        return DeltaTable(str(path)).to_pyarrow_table()
+        return read_table(str(path))
 
     def next_batch(self) -> int:
         b = self.table("batches")

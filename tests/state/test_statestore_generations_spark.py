@@ -32,6 +32,7 @@ import deltalake
 import pyarrow as pa
 import pytest
 
+from connectors import delta_sink as sink
 from connectors.delta_sink import arrow_schema
 from connectors.kafka import create_topics
 from devstack.producer import CdcProducer
@@ -78,7 +79,7 @@ def _sketch_of(sql: str, rows: list[dict], cfg) -> list[int]:
 def _check(cfg, events, starts: dict) -> dict:
     """The oracles of the module docstring; ``starts``: query -> the sketch its deltas start from."""
     lake = cfg.lake_root
-    mirror = deltalake.DeltaTable(str(lake / "mirrors" / "t")).to_pyarrow_table().to_pylist()
+    mirror = sink.read_table(str(lake / "mirrors" / "t")).to_pylist()
     final = final_rows(events)
     assert sorted(mirror, key=lambda r: r["id"]) == sorted(final.values(), key=lambda r: r["id"])
     ids = deltalake.DeltaTable(str(lake / "batches")).to_pyarrow_table().column("batch_id").to_pylist()
@@ -121,8 +122,8 @@ def test_sketches_added_and_removed_on_a_running_checkpoint(spark, kafka_broker,
     assert "statestore: queries changed (+select); new state generation 2 from offsets" in out, out[-3000:]
     gen = generations.current(root)
     assert (gen.number, gen.base) == (2, 3) and not (root / "offsets").exists()  # generation 1 removed
-    at_switch = deltalake.DeltaTable(str(cfg.lake_root / "mirrors" / "t"), version=gen.versions["t"])
-    select0 = _sketch_of(SKETCHES["select"], at_switch.to_pyarrow_table().to_pylist(), cfg)
+    at_switch = sink.read_version(None, str(cfg.lake_root / "mirrors" / "t"), gen.versions["t"])
+    select0 = _sketch_of(SKETCHES["select"], at_switch.to_pylist(), cfg)
 
     run_job(cfg, available_now=True, quiet=True, spark=spark)  # d
     _check(cfg, parts[0] + parts[1], {"having": [], "select": select0})
