@@ -983,6 +983,14 @@ _OPEN: dict[str, DVTable] = {}
 _LAYOUT: dict[str, bool] = {}
 
 
+def drop_caches() -> None:
+    """Forget every table's snapshot, key indexes and cached rows, as a new process would
+    start (a bench's restart)."""
+    global _ROWS
+    _OPEN.clear()
+    _ROWS = _RowCache()
+
+
 def open_table(path: str) -> DVTable:
     t = _OPEN.get(str(path))
     if t is None:
