@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -467,6 +468,11 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
     start = ms[0][0] if ms else None
     first10 = [m for t, m in ms if (t - start).total_seconds() < 600]
     last10 = [m for t, m in ms if (ms[-1][0] - t).total_seconds() < 600]
+    stalls: dict[str, list[float]] = {}  # the maintenance lines of the job: ms per action kind
+    for line in (root / "job.log").read_text(errors="replace").splitlines():
+        m = re.match(r"maintenance: (\w+) .*\(([\d,.]+) ms\)$", line.strip())
+        if m:
+            stalls.setdefault(m.group(1), []).append(float(m.group(2).replace(",", "")))
     rss = [x["rss_mb"] for x in samples if x["batches"] > 0]  # from the first batch on (not the start-up)
     rss = rss or [x["rss_mb"] for x in samples]
     disk_end, live_end = samples[-1]["disk_mb"], samples[-1]["live_mb"]
@@ -481,6 +487,9 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
              "the tables for less than retention_hours, change data, logs)",
              f"- job RSS (Python driver + JVM) from its first batch: first {rss[0]:,.0f} MB, min {min(rss):,.0f}, "
              f"max {max(rss):,.0f}, last {rss[-1]:,.0f} (last/first {rss[-1] / rss[0]:.2f})",
+             "- maintenance, the batch's wait per action: " + (", ".join(
+                 f"{k} {len(v)}x, median {statistics.median(v):,.0f} ms, max {max(v):,.0f} ms"
+                 for k, v in sorted(stalls.items())) or "none ran"),
              f"- outputs against their recounts: {'all equal' if not problems else '; '.join(problems)}"]
     text = "\n".join(lines) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
