@@ -128,18 +128,22 @@ class Maintenance:
         if gone or cdf:
             out.append(Action(_name(path), "vacuum", _ms(t), f"{len(gone)} data files and {cdf} change-data files "
                                                              f"removed (retention {hours} h)"))
-        version = table.version()
+        out += self._checkpoint(path, table.version(), lambda: (table.create_checkpoint(), table.cleanup_metadata()))
+        return out
+
+    def _checkpoint(self, path: str, version: int, write: Callable[[], object]) -> list[Action]:
+        """A log checkpoint (``write``: the checkpoint, then log cleanup) once ``checkpoint_every``
+        commits have passed since the table's last one."""
         last = self._checkpointed.get(path)
         if last is None:
             last = self._checkpointed[path] = _last_checkpoint(path)
-        if version - last >= self.cfg.checkpoint_every:
-            t = time.perf_counter()
-            kill_point("maintenance.checkpoint", self._batch)
-            table.create_checkpoint()
-            table.cleanup_metadata()
-            self._checkpointed[path] = version
-            out.append(Action(_name(path), "checkpoint", _ms(t), f"log checkpoint at version {version}"))
-        return out
+        if version - last < self.cfg.checkpoint_every:
+            return []
+        t = time.perf_counter()
+        kill_point("maintenance.checkpoint", self._batch)
+        write()
+        self._checkpointed[path] = version
+        return [Action(_name(path), "checkpoint", _ms(t), f"log checkpoint at version {version}")]
 
     # -- merge-on-read mirrors (connectors.dv_table) --------------------------------------------
     def _maintain_mor(self, path: str) -> list[Action]:
@@ -160,17 +164,8 @@ class Maintenance:
         if gone:
             out.append(Action(_name(path), "vacuum", _ms(t), f"{len(gone)} data, deletion-vector and change-data "
                                                              f"files removed (retention {hours} h)"))
-        version = table.snapshot().version
-        last = self._checkpointed.get(path)
-        if last is None:
-            last = self._checkpointed[path] = _last_checkpoint(path)
-        if version - last >= self.cfg.checkpoint_every:
-            t = time.perf_counter()
-            kill_point("maintenance.checkpoint", self._batch)
-            table.checkpoint()
-            table.cleanup_log(LOG_RETENTION_HOURS)
-            self._checkpointed[path] = version
-            out.append(Action(_name(path), "checkpoint", _ms(t), f"log checkpoint at version {version}"))
+        out += self._checkpoint(path, table.snapshot().version,
+                                lambda: (table.checkpoint(), table.cleanup_log(LOG_RETENTION_HOURS)))
         return out
 
     def retention_hours(self, path: str, table=None) -> int:
