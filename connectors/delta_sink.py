@@ -242,7 +242,8 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
 
     ``truncate``: the batch truncated the table before these images, so every row the
     batch does not write is deleted in the same commit (the change feed shows each one)."""
-    prune = "" if truncate else _key_list(table, changes)  # a truncate's MERGE must see every row
+    # a truncate's MERGE must see every row; a merge-on-read mirror finds its keys by index
+    prune = "" if truncate or merge_on_read(path) else _key_list(table, changes)
     merge(spark, path, changes, table.primary_key, app_id=app_id, batch_id=batch_id, deleted=DELETED,
           truncate=truncate, prune=prune)
 
