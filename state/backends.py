@@ -17,7 +17,11 @@ in the job looks at ``[state] backend`` (the runner builds the backend from it):
   None when the batch has nothing for it), ``events_in(decoded)``: the ``events`` figure;
 * ``after_maintainers(job, spark, ctx)``: outputs written after the maintainers and before the
   ``batches`` row;
-* ``started(job)``: once the streaming query started (or failed to).
+* ``started(job)``: once the streaming query started (or failed to);
+* ``restart_wanted`` and ``restarted(job) -> backend``: a backend whose streaming query must
+  start again between two batches (the statestore's keyed operators take a query that got its
+  fragment boundaries only from the job's first rows) says so; the runner stops the query
+  after the running batch and starts it again over ``restarted(job)``.
 
 ``MemoryBackend`` (the default): the driver decodes the Kafka records (or the executors, with
 ``[job] decode = "executors"``) and plans each mirror write against the mirror; operator state
@@ -62,6 +66,10 @@ class StateBackend(Protocol):
     def after_maintainers(self, job, spark, ctx) -> None: ...
 
     def started(self, job) -> None: ...
+
+    restart_wanted: bool
+
+    def restarted(self, job) -> "StateBackend": ...
 
 
 class MemoryBackend:
@@ -123,6 +131,11 @@ class MemoryBackend:
 
     def started(self, job) -> None:
         """Nothing to restore."""
+
+    restart_wanted = False  # the maintainers take new registrations between batches
+
+    def restarted(self, job) -> "MemoryBackend":
+        return self
 
 
 def elapsed_ms(t0: float) -> float:

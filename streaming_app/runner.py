@@ -138,40 +138,53 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
     if names is not None:
         names.register_new(spark)
     watch = BrokerWatch(cfg.kafka.bootstrap_servers, say)
+    totals: dict = {}
     try:
-        while query.isActive and not stop.is_set():
-            if duration_s is not None and time.monotonic() - t0 >= duration_s:
+        while True:
+            while query.isActive and not stop.is_set() and not job.backend.restart_wanted:
+                if duration_s is not None and time.monotonic() - t0 >= duration_s:
+                    break
+                watch.poll()
+                try:
+                    query.awaitTermination(0.5)
+                except Exception:  # noqa: BLE001 - the query ended with an error: judged below by query.exception()
+                    break
+            if signalled and not quiet:
+                name, running, finished = signalled[0]
+                if running is not None:
+                    print(f"[{cfg.name}] {name}: finishing batch {running}, then stopping", flush=True)
+                elif finished is not None:
+                    print(f"[{cfg.name}] {name}: stopping after batch {finished} (no batch running)", flush=True)
+                else:
+                    print(f"[{cfg.name}] {name}: stopping before this run's first batch", flush=True)
+            # the backend asked for a new start between two batches (it refuses the next one)
+            again = job.backend.restart_wanted and not stop.is_set() and \
+                (duration_s is None or time.monotonic() - t0 < duration_s)
+            stopped = query.isActive or stop.is_set() or job.backend.restart_wanted
+            if query.isActive:
+                job.stop_between_batches(query)
+            exc = query.exception()
+            # A batch refused because a stop was requested ends the query with StopRequested:
+            # that is the clean stop itself (the refused batch runs again on restart).
+            if exc is not None and not (stopped and "StopRequested" in str(exc)):
+                refused = re.search(r"(?m)RegistryRefused: (.+)$", str(exc))
+                if refused:  # credentials the registry stopped taking mid-run: its one line, not Spark's trace
+                    raise RegistryRefused(refused.group(1).strip())
+                raise RuntimeError(f"streaming query '{cfg.name}' failed: {exc}")
+            if not again:
                 break
-            watch.poll()
-            try:
-                query.awaitTermination(0.5)
-            except Exception:  # noqa: BLE001 - the query ended with an error: judged below by query.exception()
-                break
-        if signalled and not quiet:
-            name, running, finished = signalled[0]
-            if running is not None:
-                print(f"[{cfg.name}] {name}: finishing batch {running}, then stopping", flush=True)
-            elif finished is not None:
-                print(f"[{cfg.name}] {name}: stopping after batch {finished} (no batch running)", flush=True)
-            else:
-                print(f"[{cfg.name}] {name}: stopping before this run's first batch", flush=True)
-        stopped = query.isActive or stop.is_set()
-        if query.isActive:
-            job.stop_between_batches(query)
-        exc = query.exception()
-        # A batch refused because a stop was requested ends the query with StopRequested:
-        # that is the clean stop itself (the refused batch runs again on restart).
-        if exc is not None and not (stopped and "StopRequested" in str(exc)):
-            refused = re.search(r"(?m)RegistryRefused: (.+)$", str(exc))
-            if refused:  # credentials the registry stopped taking mid-run: its one line, not Spark's trace
-                raise RegistryRefused(refused.group(1).strip())
-            raise RuntimeError(f"streaming query '{cfg.name}' failed: {exc}")
+            for k, v in job.totals.items():
+                totals[k] = totals.get(k, 0) + v
+            job = job.with_backend(job.backend.restarted(job))
+            query = job.start(available_now=available_now)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if server is not None:
             server.stop()
-    return RunResult(totals=dict(job.totals), seconds=time.monotonic() - t0, ui_url=url)
+    for k, v in job.totals.items():
+        totals[k] = totals.get(k, 0) + v
+    return RunResult(totals=totals, seconds=time.monotonic() - t0, ui_url=url)
 
 class BrokerWatch:
     """While the job runs, a line when the broker stops answering and one when it is back

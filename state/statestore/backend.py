@@ -121,6 +121,10 @@ class SketchTables(Protocol):
         """The eager registrations: query name -> registration (``sql``, ``parts``, ``captured``,
         ``partitions()``, ``part(table)``)."""
 
+    def take_boundaries(self, spark, lake, regs: dict, versions: dict) -> list[str]:
+        """Boundaries from the mirrors at ``versions`` for the registrations of ``regs`` that have
+        none (set on them and recorded); the names that now have all theirs."""
+
     def pinned_partitions(self, regs: dict) -> dict:
         """query -> its partitions as a checkpoint pin records them (JSON values)."""
 
@@ -160,6 +164,9 @@ class StatestoreBackend:
         self.gen = None  # the checkpoint generation (setup; state/statestore/generations.py)
         # (generation, registrations) of a replaced generation finishing its last batch (_finish)
         self._finishing = finishing
+        self.waiting: dict = {}  # query -> registration still without fragment boundaries (_wait_for_rows)
+        self.restart_wanted = False  # a waiting query got its boundaries: the query starts again (restarted)
+        self._last_batch: int | None = None  # the job's last batch id that set boundaries
 
     def maintainers(self, maintainers: list) -> list:
         """The keyed operators keep the sketches: the sketch maintainer does not run."""
@@ -175,11 +182,8 @@ class StatestoreBackend:
         else:
             self.gen = generations.current(root)
             self.regs = self.sketches.eager(spark, lake)
-        pending = [n for n, r in self.regs.items() if not r.captured]
-        if pending:
-            raise ConfigError(f"[state] backend = \"statestore\": sketches {pending} have no fragment boundaries yet; "
-                              "give them in the config ([[sketches]] boundaries = [...]) or register them on a mirror "
-                              "that has data")
+        if self._finishing is None:
+            self._wait_for_rows(spark, lake)
         schemas = {t.name.lower(): sink.arrow_schema(t) for t in self.cfg.tables}
         for n, r in sorted(self.regs.items()):
             KeyedQuery(n, r.sql, r.partitions(), schemas)  # refuses unsupported shapes here, on the driver
@@ -206,6 +210,23 @@ class StatestoreBackend:
         job.checkpoint_location = self.gen.dir
         job.starting_offsets = self.gen.starting_offsets or self.cfg.kafka.starting_offsets
         job.writer_id = self.gen.app_id
+
+    def _wait_for_rows(self, spark, lake) -> None:
+        """Registrations without fragment boundaries (registered on an empty mirror) get them
+        from the mirrors now if these have values; the others wait, out of the keyed operators,
+        until a batch gives their mirrors values (``after_maintainers``), as the memory backend
+        captures such a query at the first batch after its mirror has rows."""
+        waiting = {n: r for n, r in self.regs.items() if not r.captured}
+        if not waiting:
+            return
+        latest = {t.name: sink.latest_version(spark, lake.mirror(t.name)) for t in self.cfg.tables}
+        self.sketches.take_boundaries(spark, lake, waiting, latest)
+        self.waiting = {n: r for n, r in waiting.items() if not r.captured}
+        self.regs = {n: r for n, r in self.regs.items() if n not in self.waiting}
+        if self.waiting:
+            print(f"[{self.cfg.name}] statestore: sketches {sorted(self.waiting)} have no fragment boundaries yet "
+                  f"(their mirrors had no values at registration); each waits for rows: the batch that gives its "
+                  f"mirror values sets them, and the query then starts a new state generation with it", flush=True)
 
     def _pin(self) -> dict:
         """What the keyed state is built for: the queries (SQL and partitions), the buckets and the
@@ -412,9 +433,33 @@ class StatestoreBackend:
         self.sketches.write_sketches(spark, lake, self.regs, queries, self.current, sorted(touched),
                                      ctx.mirror_versions, ctx.batch_id, f"{app}:sketches")
         kill_point("sketch.merge", ctx.batch_id)
+        if self.waiting:
+            self._take_boundaries(job, spark, ctx)
         ctx.metrics["sketches"] = {"queries": len(self.regs), "sketch_changes": n,
                                    "ms": round((time.perf_counter() - t) * 1000, 1), "backend": "statestore",
                                    "state_operators": self._state_figures(job)}
+
+    def _take_boundaries(self, job, spark, ctx) -> None:
+        """Boundaries for waiting queries whose mirrors this batch gave values: recorded in the
+        registry, and the job refuses its next batch, so that the streaming query starts again
+        (``restarted``) with them captured from the mirrors as this batch leaves them."""
+        got = self.sketches.take_boundaries(spark, job.lake, self.waiting, ctx.mirror_versions)
+        if not got:
+            return
+        for n in got:
+            del self.waiting[n]
+        self.restart_wanted, self._last_batch = True, ctx.batch_id
+        job.request_stop()
+        print(f"[{self.cfg.name}] statestore: sketches {got} got fragment boundaries from the mirrors at batch "
+              f"{ctx.batch_id}; the streaming query starts again after it, with them", flush=True)
+
+    def restarted(self, job) -> "StatestoreBackend":
+        """The backend for the streaming query's next start, once it stopped after the batch that
+        set a waiting query's boundaries: the batch Spark planned after it was refused before it
+        began, so it leaves the offsets log and the new generation starts right after that batch."""
+        if self._last_batch is not None:
+            generations.unplan_after(self.gen.dir, self._last_batch - self.gen.base)
+        return StatestoreBackend(self.cfg, self.sketches)
 
     def _state_figures(self, job) -> dict:
         """The previous batch's stateOperators of Spark's progress, under our operator names."""

@@ -97,6 +97,20 @@ def last_planned(ckpt) -> int | None:
     return ids[-1] if ids else None
 
 
+def unplan_after(ckpt, batch: int) -> list[int]:
+    """Forget the Spark batches after ``batch`` that the offsets log planned and the commit log
+    does not hold: batches the job refused before they began (``IngestJob.request_stop``), so
+    that nothing of theirs ran; without this a restart would take them for batches the driver
+    died in and finish them with the old queries first. Returns the batches removed."""
+    root = Path(ckpt)
+    done = set(_batch_files(root / "commits"))
+    gone = [b for b in _batch_files(root / "offsets") if b > batch and b not in done]
+    for b in gone:
+        (root / "offsets" / str(b)).unlink()
+        (root / "offsets" / f".{b}.crc").unlink(missing_ok=True)
+    return gone
+
+
 def source_offsets(ckpt, batch: int) -> str:
     """The Kafka offsets at the end of Spark batch ``batch`` as ``startingOffsets`` takes them
     (``{"topic": {"partition": offset}}``): the offsets log entry's line after its metadata."""

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from streaming_app.sketches import outputs
 from streaming_app.sketches.register import register_query
-from streaming_app.sketches.registry import Part, Registration, read_registry
+from streaming_app.sketches.registry import (
+    SPARK_BOUNDARIES_ROWS,
+    Part,
+    Registration,
+    compute_boundaries,
+    read_registry,
+    store_boundaries,
+)
 from streaming_app.sketches.tables import SKETCHES, bounds_from_json, bounds_to_json, ensure_tables, fmt
 
 
@@ -30,6 +37,26 @@ class KeyedSketchTables:
 
     def eager(self, spark, lake) -> dict:
         return {n: r for n, r in read_registry(spark, lake).items() if r.mode == "eager"}
+
+    def take_boundaries(self, spark, lake, regs: dict, versions: dict) -> list[str]:
+        """Equi-depth boundaries, from the mirrors at ``versions``, for the registrations of
+        ``regs`` that have none yet (registered on an empty mirror), recorded in the registry as
+        the memory backend's capture records them; returns the names that now have all theirs."""
+        done = []
+        for name, reg in sorted(regs.items()):
+            for p in reg.parts:
+                if p.boundaries is not None:
+                    continue
+                v = int(versions.get(p.table, versions.get(p.table.lower(), 0)))
+                bounds = compute_boundaries(spark, lake, p.table, p.attribute, p.fragments, v,
+                                            spark_above=SPARK_BOUNDARIES_ROWS)
+                if bounds is None:
+                    break
+                p.boundaries, p.capture_version = bounds, v
+                store_boundaries(spark, lake, name, p)
+            if reg.captured:
+                done.append(name)
+        return done
 
     def pinned_partitions(self, regs: dict) -> dict:
         return {n: [[p.table, p.attribute, p.fragments, bounds_to_json(p.boundaries)] for p in r.parts]
