@@ -181,6 +181,11 @@ class IngestJob:
         """A job like this one (config, session, maintainers, batch callback) over ``backend``."""
         return IngestJob(self.cfg, self.spark, self.maintainers, self.on_batch, backend=backend)
 
+    def restarted(self) -> "IngestJob":
+        """The job for the streaming query's next start when the backend asked for one
+        (``restart_wanted``), after this job's query stopped."""
+        return self.with_backend(self.backend.restarted(self))
+
     def last_batch_of(self, spark, app_id: str) -> tuple[int, dict[str, int]]:
         """The last batch writer ``app_id`` completed in this lake (-1: none) and the mirror versions it left."""
         return last_batch(spark, self.lake, app_id)

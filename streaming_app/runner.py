@@ -175,7 +175,7 @@ def _run(cfg: JobConfig, *, duration_s, available_now, ui, maintainers, stop_eve
                 break
             for k, v in job.totals.items():
                 totals[k] = totals.get(k, 0) + v
-            job = job.with_backend(job.backend.restarted(job))
+            job = job.restarted()
             query = job.start(available_now=available_now)
     finally:
         for sig, handler in previous.items():
