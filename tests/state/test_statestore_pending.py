@@ -12,6 +12,8 @@ capture of the final rows by the memory engine.
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 
@@ -37,8 +39,12 @@ COMPARED = {  # table -> columns that differ by nature (times, the writer's app 
 FRAGMENTS = 4
 
 
-def test_sketch_registered_on_an_empty_mirror_runs_under_statestore(spark, kafka_broker, tmp_path, capsys):
-    topic = "sspend.t"
+@pytest.mark.parametrize("trigger", ["available_now", "processing_time"])
+def test_sketch_registered_on_an_empty_mirror_runs_under_statestore(spark, kafka_broker, tmp_path, capsys, trigger):
+    """``processing_time``: the statestore job runs as ``ivmstream run`` does (a trigger every
+    0.5 s, stopped once it has read the whole history), so its query restarts while it waits
+    for batches instead of ending with the topic."""
+    topic = f"sspend.{trigger}.t"
     create_topics(kafka_broker.bootstrap, [topic], partitions=1)
     events = history(420, keys=50, seed=21, truncate_every=160)
     cfgs = {b: parse_config(config_data(tmp_path / b, kafka_broker.bootstrap, b, name=f"sp{b}", topic=topic,
@@ -51,8 +57,19 @@ def test_sketch_registered_on_an_empty_mirror_runs_under_statestore(spark, kafka
     prod = CdcProducer(kafka_broker.bootstrap)
     send(prod, cfgs["memory"].table("t"), events)
     prod.close()
-    for cfg in cfgs.values():
-        run_job(cfg, available_now=True, quiet=True, spark=spark)
+    run_job(cfgs["memory"], available_now=True, quiet=True, spark=spark)
+    if trigger == "available_now":
+        run_job(cfgs["statestore"], available_now=True, quiet=True, spark=spark)
+    else:
+        read, done = [0], threading.Event()
+
+        def observed(row):
+            read[0] += row["records_in"]
+            if read[0] >= len(events):
+                done.set()
+
+        run_job(cfgs["statestore"], duration_s=240, stop_event=done, quiet=True, spark=spark, observer=observed)
+        assert done.is_set(), f"read {read[0]} of {len(events)} records"
     out = capsys.readouterr().out
     assert "waits for rows" in out and "new state generation 2" in out, out[-3000:]
 
