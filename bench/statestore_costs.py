@@ -24,8 +24,9 @@ Each measured item is summed over the tasks (so over the cores); ``wall`` is the
 ``operators`` step of the batch (the one Spark job that runs decode, the shuffles and every
 keyed operator). Keys that only pass rows through (``~``) are counted apart (``<op>/pass``).
 
-The first batch after the start is reported apart from the steady ones (it starts the Python
-workers, loads RocksDB, plans the query).
+Three parts are reported apart: the first batch after the start (it starts the Python
+workers, loads RocksDB, plans the query), the steady batches of inserts (state grows), and the
+steady batches of updates (the issue's bench rule: uniformly random keys).
 
     .venv/bin/python -m bench.statestore_costs --rows 2000 --updates 2000 --batch 500 --sketches 1
 
@@ -349,9 +350,15 @@ def run(args) -> dict:
         r["spark"] = spark_items(progress.by_batch.get(r["batch_id"]), ops)
         r["workers"] = {op: dict(a) for op, a in r["workers"].items()}
     rows.sort(key=lambda r: r["batch_id"])
+    # after the first batch: the inserts' batches, then the updates' (a batch holding both counts as inserts)
+    seen = rows[0]["records"] if rows else 0
+    inserts, updates = [], []
+    for r in rows[1:]:
+        (inserts if seen < args.rows else updates).append(r)
+        seen += r["records"]
     return {"args": vars(args), "seconds": round(seconds, 1), "load": os.getloadavg()[0],
-            "first": breakdown(rows[:1]), "steady": breakdown(rows[1:]) if len(rows) > 1 else None,
-            "batches": rows}
+            "first": breakdown(rows[:1]) if rows else None, "inserts": breakdown(inserts) if inserts else None,
+            "updates": breakdown(updates) if updates else None, "batches": rows}
 
 
 COLUMNS = (("logic", "Python logic"), ("state", "state calls"), ("pickle", "our pickling"),
@@ -366,12 +373,13 @@ def report(res: dict) -> str:
              f"--updates {a['updates']} --batch {a['batch']} --sketches {a['sketches']} --master {a['master']})", "",
              f"One run, load average {res['load']:.1f} at its end; µs per record; every item but the wall is "
              "summed over the tasks (all cores).", ""]
-    for label in ("first", "steady"):
+    titles = {"first": "the first batch after the start", "inserts": "steady batches of inserts",
+              "updates": "steady batches of uniformly random updates"}
+    for label, title in titles.items():
         b = res[label]
         if not b:
             continue
-        lines += [f"## {'first batch after the start' if label == 'first' else 'steady batches'} "
-                  f"({b['batches']} batches, {b['records']:,} records)", "",
+        lines += [f"## {title} ({b['batches']} batches, {b['records']:,} records)", "",
                   "| operator | " + " | ".join(c for _, c in COLUMNS[:-1]) + " | keys/rec | state calls/rec |",
                   "|" + "---|" * (len(COLUMNS) + 2)]
         for op, v in b["per_operator"].items():
