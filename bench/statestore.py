@@ -2,7 +2,8 @@
 2 executors vs 1, restart time. One run of each, side by side.
 
 Workload: one CDC table t(id, g, v, p) through the real broker, ``--rows`` inserts then
-``--updates`` random updates/deletes; 1 and 10 registered sketches, each an aggregation
+``--updates`` updates of uniformly random ids (each of the ``--rows`` ids equally likely; no
+deletes, so every id stays live); 1 and 10 registered sketches, each an aggregation
 ``GROUP BY id`` (one group per row: state grows with the table) with its own HAVING
 threshold, partitioned on ``id`` with fixed boundaries. Every run is the job as its own
 process (``ivmstream run --available-now``), on ``local[2]`` for the side-by-side runs and on
@@ -15,7 +16,9 @@ RSS of the driver's Python process, of the driver JVM, and of the executor JVMs.
 l_shipdate) at SF bulk-loaded into its Delta mirror once; per run a copy of it, 1, 3 or 10
 sketches registered (``GROUP BY l_orderkey`` with HAVING on SUM or MAX, varied constants; one
 group per order, so each sketch adds ~1.5 M groups at SF1), ``--batches`` x ``--batch`` random
-lineitem changes (updates, deletes, inserts) queued before the start. Run 1 starts over the
+lineitem changes (updates, deletes, inserts; ``bench.streaming_sketch.LineitemChanges``: each
+live key of a uniform sample of 50,000 loaded rows equally likely, inserts into orders of that
+sample) queued before the start. Run 1 starts over the
 loaded mirror: capture at registration, then the batches; run 2 is a restart with as many
 changes again. Each on ``local-cluster[2,1,2048]`` (executors in their own JVMs, so the driver's
 RSS is the driver's): peak RSS of the driver Python, the driver JVM and the executors; capture
