@@ -15,8 +15,9 @@ processor replaced by a subclass that times, in its Python worker:
   ``state.statestore.processors``, ``operators.keyed.cdc`` and ``operators.keyed.sketch`` call it);
 * ``rows_in`` / ``rows_out``: pyspark handing us the key's input rows and taking our output
   rows (Arrow <-> Row);
-* ``per_key``: pyspark between two keys of a task (its implicit-key and timestamp calls to the
-  state server, the grouping of the Arrow batch);
+* ``per_key``: pyspark between two keys of a task: its implicit-key and timestamp calls to the
+  state server, the grouping of the Arrow batch, and a wait for the next input batch when the
+  key was the last of one;
 
 and from Spark's progress of each batch (a ``StreamingQueryListener``), per operator:
 ``rocksdb`` (``rocksdbGetLatency`` + ``rocksdbPutLatency``), ``commit`` (``commitTimeMs``).
@@ -363,7 +364,7 @@ def run(args) -> dict:
 
 COLUMNS = (("logic", "Python logic"), ("state", "state calls"), ("pickle", "our pickling"),
            ("rows_in", "rows in (Arrow->Row)"), ("rows_out", "rows out (Row->Arrow)"),
-           ("per_key", "pyspark per key"), ("rocksdb", "RocksDB get+put"), ("commit", "commits"),
+           ("per_key", "pyspark between keys"), ("rocksdb", "RocksDB get+put"), ("commit", "commits"),
            ("wall", "operators' wall"))
 
 
