@@ -296,7 +296,8 @@ def soak_config(root: Path, bootstrap: str) -> dict:
     }
 
 
-def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: str, sent, done, halt) -> None:
+def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: str, sent, snap_n, done,
+                   halt) -> None:
     """The snapshot (``rows`` orders, the edges), then ``rate`` changes/s for ``seconds``: orders
     updated, inserted and deleted uniformly at random (19 of 20 changes), edges (1 of 20). At the
     end the live rows go to ``out`` (parquet) for the final comparison."""
@@ -314,7 +315,7 @@ def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: 
     for r in edges.live.values():
         prod.send(edges_t, "r", None, r)
     prod.flush()
-    sent.value = prod.sent
+    sent.value = snap_n.value = prod.sent
     print(f"soak: snapshot of {rows:,} orders and {len(edges.live)} edges sent", flush=True)
     t0, i = time.monotonic(), 0
     while not halt.is_set() and time.monotonic() - t0 < seconds:
@@ -338,22 +339,39 @@ def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: 
     done.set()
 
 
-def _rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (the driver's Python and its JVM), MB."""
-    total = 0
-    pids = [pid]
-    try:
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
-    for p in pids:
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory, MB, of a process (the driver's Python) and of its children (its JVM)."""
+    def rss(p: int) -> float:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+                    return int(line.split()[1]) / 1024
         except OSError:
             pass
-    return total / 1024
+        return 0.0
+
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return rss(pid), sum(rss(c) for c in children)
+
+
+def _disk_parts(lake: Path) -> dict:
+    """The lake on disk in MB: all of it, the log folders, the change data, and the data and
+    deletion-vector files the tables no longer reference (kept for the retention)."""
+    total = logs = cdf = 0
+    for d, _, fs in os.walk(lake):
+        n = sum(os.path.getsize(os.path.join(d, f)) for f in fs)
+        total += n
+        if "_delta_log" in d:
+            logs += n
+        elif "_change_data" in d:
+            cdf += n
+    live = sum(sum(sink.file_actions(str(p))["size_bytes"]) for p in _tables(lake))
+    mb = 2**20
+    return {"disk_mb": round(total / mb, 1), "live_mb": round(live / mb, 1), "log_mb": round(logs / mb, 1),
+            "cdf_mb": round(cdf / mb, 1), "replaced_mb": round((total - live - logs - cdf) / mb, 1)}
 
 
 def _tables(lake: Path) -> list[Path]:
@@ -390,9 +408,10 @@ def run_soak(minutes: float, rows: int, rate: float, out: Path) -> str:
         (root / "soak.toml").write_text(dump_toml(data))
         create_topics(broker.bootstrap, cfg.topics, partitions=1)
         mp = multiprocessing.get_context("spawn")
-        sent, done, halt = mp.Value("q", 0), mp.Event(), mp.Event()
+        sent, snap_n, done, halt = mp.Value("q", 0), mp.Value("q", 0), mp.Event(), mp.Event()
         live_out = str(root / "live")
-        proc = mp.Process(target=_soak_producer, args=(data, rows, rate, minutes * 60, live_out, sent, done, halt))
+        proc = mp.Process(target=_soak_producer, args=(data, rows, rate, minutes * 60, live_out, sent, snap_n, done,
+                                                                halt))
         proc.start()
         log = open(root / "job.log", "w")
         job = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(root / "soak.toml"),
@@ -404,10 +423,10 @@ def run_soak(minutes: float, rows: int, rate: float, out: Path) -> str:
             time.sleep(15)
             batches = _job_batches(lake)
             read = sum(b["records_in"] for b in batches)
-            live = sum(sum(sink.file_actions(str(p))["size_bytes"]) for p in _tables(lake))
-            samples.append({"s": round(time.monotonic() - t0, 1), "disk_mb": round(disk(str(lake)) / 2**20, 1),
-                            "live_mb": round(live / 2**20, 1), "rss_mb": round(_rss_mb(job.pid), 1),
-                            "batches": len(batches), "read": read, "sent": sent.value})
+            py, jvm = _rss_mb(job.pid)
+            samples.append({"s": round(time.monotonic() - t0, 1), **_disk_parts(lake),
+                            "rss_mb": round(py + jvm, 1), "py_mb": round(py, 1), "jvm_mb": round(jvm, 1),
+                            "batches": len(batches), "read": read, "sent": sent.value, "snapshot": snap_n.value})
             print(f"soak: {samples[-1]}", flush=True)
             if job.poll() is not None:
                 raise RuntimeError(f"the job ended early: see {root / 'job.log'}")
@@ -463,8 +482,13 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
         if row is None or sorted(row["fragments"]) != fr:
             problems.append(f"sketch {r['name']}: differs from its recapture")
     batches = _job_batches(lake)
-    ms = [(b["finished_at"], sum(b["step_ms"].values()) if isinstance(b["step_ms"], dict)
-           else sum(v for _, v in b["step_ms"])) for b in batches[1:]]
+    snap_n = samples[-1].get("snapshot", 0)
+    ms, seen = [], 0  # the steady batches: those after the snapshot was read
+    for b in batches:
+        if seen >= snap_n:
+            ms.append((b["finished_at"], sum(b["step_ms"].values()) if isinstance(b["step_ms"], dict)
+                       else sum(v for _, v in b["step_ms"])))
+        seen += b["records_in"]
     start = ms[0][0] if ms else None
     first10 = [m for t, m in ms if (t - start).total_seconds() < 600]
     last10 = [m for t, m in ms if (ms[-1][0] - t).total_seconds() < 600]
@@ -473,20 +497,29 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
         m = re.match(r"maintenance: (\w+) .*\(([\d,.]+) ms\)$", line.strip())
         if m:
             stalls.setdefault(m.group(1), []).append(float(m.group(2).replace(",", "")))
-    rss = [x["rss_mb"] for x in samples if x["batches"] > 0]  # from the first batch on (not the start-up)
-    rss = rss or [x["rss_mb"] for x in samples]
-    disk_end, live_end = samples[-1]["disk_mb"], samples[-1]["live_mb"]
+    steady = [x for x in samples if snap_n and x["read"] >= snap_n] or samples
+    rss = [x["rss_mb"] for x in steady]
+    mid = statistics.median(rss)
+    end = samples[-1]
+    kept = end["replaced_mb"] + end["cdf_mb"] + end["log_mb"]
+    changes = max(end["sent"] - snap_n, 1)
     load = os.getloadavg()
     lines = [f"# Soak: {minutes:g} min at {rate:,.0f} changes/s, orders of {rows:,} rows, 2 sketches, a triangle "
              "graph, a view, maintenance at its defaults", "",
              f"Load average at the end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, {os.cpu_count()} cores.", "",
-             f"- batches: {len(batches):,}; per-batch p50 first 10 min {statistics.median(first10):,.0f} ms, "
-             f"last 10 min {statistics.median(last10):,.0f} ms" if first10 and last10 else "- too few batches",
-             f"- disk at the end {disk_end:,.1f} MB for {live_end:,.1f} MB of live files "
-             f"({disk_end / max(live_end, 1e-9):.2f}x); the rest is what the retention keeps (files out of "
-             "the tables for less than retention_hours, change data, logs)",
-             f"- job RSS (Python driver + JVM) from its first batch: first {rss[0]:,.0f} MB, min {min(rss):,.0f}, "
-             f"max {max(rss):,.0f}, last {rss[-1]:,.0f} (last/first {rss[-1] / rss[0]:.2f})",
+             f"- batches: {len(batches):,} ({len(ms):,} after the snapshot); per-batch p50 first 10 min "
+             f"{statistics.median(first10):,.0f} ms, last 10 min {statistics.median(last10):,.0f} ms "
+             f"(last/first {statistics.median(last10) / statistics.median(first10):.2f})"
+             if first10 and last10 else "- too few batches",
+             f"- disk at the end {end['disk_mb']:,.1f} MB: live files {end['live_mb']:,.1f} MB, and what the "
+             f"retention keeps {kept:,.1f} MB (files the tables replaced {end['replaced_mb']:,.1f}, change data "
+             f"{end['cdf_mb']:,.1f}, logs {end['log_mb']:,.1f}); disk / (3 x live + kept) "
+             f"{end['disk_mb'] / (3 * end['live_mb'] + kept):.2f}; kept per change after the snapshot "
+             f"{kept * 2**20 / changes:,.0f} B ({changes:,} changes)",
+             f"- job RSS (Python driver + JVM) after the snapshot: median {mid:,.0f} MB, min {min(rss):,.0f} "
+             f"({min(rss) / mid - 1:+.0%}), max {max(rss):,.0f} ({max(rss) / mid - 1:+.0%}), first {rss[0]:,.0f}, "
+             f"last {rss[-1]:,.0f}; Python {steady[0].get('py_mb', 0):,.0f} -> {end.get('py_mb', 0):,.0f} MB, "
+             f"JVM {steady[0].get('jvm_mb', 0):,.0f} -> {end.get('jvm_mb', 0):,.0f} MB",
              "- maintenance, the batch's wait per action: " + (", ".join(
                  f"{k} {len(v)}x, median {statistics.median(v):,.0f} ms, max {max(v):,.0f} ms"
                  for k, v in sorted(stalls.items())) or "none ran"),
@@ -502,15 +535,27 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        a1.plot([x["s"] / 60 for x in samples], [x["disk_mb"] for x in samples], label="lake on disk")
-        a1.plot([x["s"] / 60 for x in samples], [x["live_mb"] for x in samples], label="live files")
+        fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+        xs = [x["s"] / 60 for x in samples]
+        a1.plot(xs, [x["disk_mb"] for x in samples], label="lake on disk")
+        a1.plot(xs, [x["live_mb"] for x in samples], label="live files")
+        a1.plot(xs, [x.get("replaced_mb", 0) for x in samples], label="replaced files (kept for the retention)")
+        a1.plot(xs, [x.get("cdf_mb", 0) for x in samples], label="change data")
         a1.set_ylabel("MB")
-        a1.legend()
+        a1.legend(fontsize=7)
+        t0 = samples[0]["s"]
         if ms:
-            a2.plot([(t - start).total_seconds() / 60 for t, _ in ms], [m for _, m in ms], ".", ms=2)
+            off = (start - ms[0][0]).total_seconds()  # 0: the steady batches on the samples' clock below
+            first_s = next((x["s"] for x in samples if snap_n and x["read"] >= snap_n), t0)
+            a2.plot([(first_s + off + (t - start).total_seconds()) / 60 for t, _ in ms], [m for _, m in ms], ".",
+                    ms=2)
         a2.set_ylabel("batch ms")
-        a2.set_xlabel("minutes")
+        a3.plot(xs, [x["rss_mb"] for x in samples], label="job RSS")
+        a3.plot(xs, [x.get("py_mb", 0) for x in samples], label="Python driver")
+        a3.plot(xs, [x.get("jvm_mb", 0) for x in samples], label="JVM")
+        a3.set_ylabel("MB")
+        a3.legend(fontsize=7)
+        a3.set_xlabel("minutes")
         fig.tight_layout()
         fig.savefig(out.with_suffix(".png"), dpi=110)
     except ImportError:

@@ -141,6 +141,34 @@ def test_compaction_purges_deleted_rows_and_keeps_the_feed(tmp_path):
     assert _rows(t.read(v0)) == rows  # time travel before it still reads (files kept until VACUUM)
 
 
+def test_size_tiers():
+    assert [dv.size_tier(n, 10, 4) for n in (0, 9, 10, 39, 40, 159, 160)] == [0, 0, 1, 1, 2, 2, 3]
+
+
+def test_compaction_folds_a_tier_and_leaves_the_larger_files(tmp_path):
+    """The per-batch files fold into one; later batch files fold among themselves, not into it
+    again (the larger file is rewritten only when its own tier fills, or to purge dead rows)."""
+    path = sink.ensure_mirror(None, sink.Lake(tmp_path), TABLE, sink.MERGE_ON_READ)
+    model = _batches(path, 8)
+    t = dv.open_table(path)
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0) == (8, 1)
+    (big,) = t.snapshot().files.values()
+    model = _batches(path, 3, start=8, model=model)
+    floor = big.size  # the folded file is tier 1, each batch's file tier 0
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0,
+                     tier_floor=floor) == (0, 0)  # three tier-0 files: not yet
+    model = _batches(path, 1, start=11, model=model)
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0,
+                     tier_floor=floor) == (4, 1)
+    assert big.path in t.snapshot().files and len(t.snapshot().files) == 2
+    assert _rows(dv.DVTable(path).read()) == model
+    # a file whose deletion vector removes more than purge_share of its rows is rewritten alone
+    removed, _ = t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=0.01,
+                           tier_floor=floor)
+    assert removed >= 1 and big.path not in t.snapshot().files
+    assert _rows(dv.DVTable(path).read()) == model
+
+
 def test_vacuum_keeps_what_a_version_inside_the_retention_reads(tmp_path):
     path = sink.ensure_mirror(None, sink.Lake(tmp_path), TABLE, sink.MERGE_ON_READ)
     _batches(path, 8)
