@@ -13,6 +13,14 @@ size (a Delta table written by Spark with ``delta.enableDeletionVectors``), the 
 
 ``sf1``: the same measure on the TPC-H lineitem mirror (6M rows at SF1, a key of two columns).
 
+``job``: the issue's own run, through the job: one table of 5 columns whose snapshot goes through
+Kafka and one ``ivmstream run --available-now``, then ``--changes`` uniformly random changes
+drained by a second run in batches of ``--batch`` (``max_offsets_per_trigger``), per layout and
+table size. From the job's ``batches`` table: the mirror step and the whole batch (its
+``finished_at - started_at``) per batch, the first after the start apart; bytes written per change
+(the mirror folder's growth during the second run, maintenance's writes included); the mirror on
+disk against its live files at the end; the mirror checked against the generator's live rows.
+
 ``soak``: the whole job (``ivmstream run`` in its own process) on an orders table of ``--rows``
 rows with two sketches, a triangle graph and a reachability view, fed ``--rate`` changes/s for
 ``--minutes``, maintenance at its defaults: the lake on disk against its live files, the job's
@@ -21,6 +29,7 @@ RSS and each batch's time over time, and every output against its recount at the
 Usage: python bench/soak.py mirrors [--sizes 50000,1000000] [--batches 21] [--batch 1000]
        [--spark-batches 4] [--out bench/results/mirrors]
        python bench/soak.py sf1 [--sf 1] [--batches 11] [--cow-batches 3]
+       python bench/soak.py job [--sizes 50000,1000000] [--changes 20000] [--batch 1000]
        python bench/soak.py soak [--minutes 60] [--rows 1000000] [--rate 1000]
 Prints a table and writes <out>.md / .json / .png.
 """
@@ -279,6 +288,98 @@ SOAK_SKETCHES = [
 ]
 
 
+def _job_config(root: Path, bootstrap: str, layout: str, cap: int) -> dict:
+    return {"job": {"name": "table", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
+                    "mirrors": layout},
+            "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": cap},
+            "spark": {"master": "local[2]", "ui": False},
+            "tables": [{"name": "orders", "topic": "table.orders", "primary_key": ["id"],
+                        "columns": {"id": "long", "customer": "long", "status": "string",
+                                    "amount": "decimal(12,2)", "qty": "int"}}]}
+
+
+def _run_job(root: Path, data: dict) -> None:
+    import subprocess
+
+    from core.config import dump_toml
+
+    (root / "job.toml").write_text(dump_toml(data))
+    with open(root / "job.log", "a") as log:
+        rc = subprocess.call([sys.executable, "-m", "streaming_app", "run", "--config", str(root / "job.toml"),
+                              "--no-ui", "--available-now"], stdout=log, stderr=subprocess.STDOUT)
+    if rc:
+        raise RuntimeError(f"the job failed (rc {rc}): see {root / 'job.log'}")
+
+
+def run_job_table(sizes: list[int], changes: int, size: int, out: Path) -> str:
+    """The issue's table through the job, per table size and mirror layout."""
+    from connectors.kafka import create_topics
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
+    from devstack.producer import CdcProducer
+
+    results = []
+    for n in sizes:
+        snap = snapshot(n)
+        for layout in (sink.MERGE_ON_READ, sink.COPY_ON_WRITE):
+            root = Path(tempfile.mkdtemp(prefix=f"table-{n}-"))
+            broker = EmbeddedBroker(root / "kafka", port=free_port())
+            broker.start()
+            try:
+                cfg = parse_config(_job_config(root, broker.bootstrap, layout, size))
+                orders = cfg.tables[0]
+                create_topics(broker.bootstrap, cfg.topics, partitions=1)
+                prod = CdcProducer(broker.bootstrap)
+                for r in snap.to_pylist():
+                    prod.send(orders, "r", None, r)
+                prod.flush()
+                t = time.perf_counter()
+                _run_job(root, _job_config(root, broker.bootstrap, layout, 100_000))
+                load_s = time.perf_counter() - t
+                gen = RandomUpdates(orders, seed=11, live=snap.to_pylist(), domain=10**5)
+                for _ in range(changes):
+                    prod.send(orders, *gen.next())
+                prod.flush()
+                prod.close()
+                mirror = root / "lake" / "mirrors" / "orders"
+                before, loaded = disk(str(mirror)), len(_job_batches(root / "lake"))
+                _run_job(root, _job_config(root, broker.bootstrap, layout, size))
+                rows = _job_batches(root / "lake")[loaded:]
+                got = sink.read_table(str(mirror)).sort_by("id").to_pylist()
+                want = sorted(gen.live.values(), key=lambda r: r["id"])
+                whole = [(b["finished_at"] - b["started_at"]).total_seconds() * 1000 for b in rows]
+                steps = [b["step_ms"] if isinstance(b["step_ms"], dict) else dict(b["step_ms"]) for b in rows]
+                mir = [st.get("mirror", 0.0) for st in steps]
+                res = {"rows": n, "layout": layout, "batches": len(rows), "load_s": round(load_s, 1),
+                       "mirror_ms": round(statistics.median(mir[1:]), 1), "batch_ms": round(statistics.median(whole[1:]), 1),
+                       "first_mirror_ms": round(mir[0], 1), "first_batch_ms": round(whole[0], 1),
+                       "bytes_per_change": round((disk(str(mirror)) - before) / changes),
+                       "disk_mb": round(disk(str(mirror)) / 2**20, 1), "live_mb": round(live_bytes(str(mirror)) / 2**20, 1),
+                       "exact": got == [dict(r) for r in want], "batch_ms_series": [round(x, 1) for x in whole]}
+                results.append(res)
+                print(f"  {n:,} rows, {layout}: {res}", flush=True)
+            finally:
+                broker.stop()
+                shutil.rmtree(root, ignore_errors=True)
+    load = os.getloadavg()
+    lines = [f"# The issue's table through the job: {changes:,} uniformly random changes in batches of {size:,}", "",
+             f"Load average at the end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, {os.cpu_count()} cores. "
+             "Steady batches: the p50 of the batches after the first of the run; the first apart.", "",
+             "| table | layout | mirror ms per batch | batch ms | first batch ms (mirror) | bytes written per change "
+             "| mirror on disk / live | mirror equal to the source |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in results:
+        lines.append(f"| {r['rows']:,} rows | {r['layout']} | {r['mirror_ms']:,.0f} | {r['batch_ms']:,.0f} | "
+                     f"{r['first_batch_ms']:,.0f} ({r['first_mirror_ms']:,.0f}) | {r['bytes_per_change']:,} | "
+                     f"{r['disk_mb'] / max(r['live_mb'], 1e-9):.1f}x ({r['disk_mb']:,.1f} MB for {r['live_mb']:,.1f}) | "
+                     f"{'yes' if r['exact'] else 'NO'} |")
+    text = "\n".join(lines) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    return text
+
+
 def soak_config(root: Path, bootstrap: str) -> dict:
     return {
         "job": {"name": "soak", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
@@ -382,7 +483,7 @@ def _tables(lake: Path) -> list[Path]:
 
 def _job_batches(lake: Path) -> list[dict]:
     try:
-        t = sink.read_table(str(lake / "batches"), columns=["batch_id", "finished_at", "records_in", "step_ms"])
+        t = sink.read_table(str(lake / "batches"), columns=["batch_id", "started_at", "finished_at", "records_in", "step_ms"])
     except Exception:  # noqa: BLE001 - no batch yet
         return []
     return sorted(t.to_pylist(), key=lambda r: r["batch_id"])
@@ -500,6 +601,8 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
     steady = [x for x in samples if snap_n and x["read"] >= snap_n] or samples
     rss = [x["rss_mb"] for x in steady]
     mid = statistics.median(rss)
+    rss_first = statistics.median([x["rss_mb"] for x in steady if x["s"] - steady[0]["s"] < 600])
+    rss_last = statistics.median([x["rss_mb"] for x in steady if steady[-1]["s"] - x["s"] < 600])
     end = samples[-1]
     kept = end["replaced_mb"] + end["cdf_mb"] + end["log_mb"]
     changes = max(end["sent"] - snap_n, 1)
@@ -518,7 +621,8 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
              f"{kept * 2**20 / changes:,.0f} B ({changes:,} changes)",
              f"- job RSS (Python driver + JVM) after the snapshot: median {mid:,.0f} MB, min {min(rss):,.0f} "
              f"({min(rss) / mid - 1:+.0%}), max {max(rss):,.0f} ({max(rss) / mid - 1:+.0%}), first {rss[0]:,.0f}, "
-             f"last {rss[-1]:,.0f}; Python {steady[0].get('py_mb', 0):,.0f} -> {end.get('py_mb', 0):,.0f} MB, "
+             f"last {rss[-1]:,.0f}; median of the first 10 min {rss_first:,.0f}, of the last 10 min {rss_last:,.0f} "
+             f"({rss_last / rss_first - 1:+.0%}); Python {steady[0].get('py_mb', 0):,.0f} -> {end.get('py_mb', 0):,.0f} MB, "
              f"JVM {steady[0].get('jvm_mb', 0):,.0f} -> {end.get('jvm_mb', 0):,.0f} MB",
              "- maintenance, the batch's wait per action: " + (", ".join(
                  f"{k} {len(v)}x, median {statistics.median(v):,.0f} ms, max {max(v):,.0f} ms"
@@ -638,6 +742,11 @@ def main() -> int:
     f.add_argument("--batch", type=int, default=1000)
     f.add_argument("--cow-batches", type=int, default=3)
     f.add_argument("--out", default=str(REPO / "bench" / "results" / "mirrors_sf1"))
+    j = sub.add_parser("job", help="the issue's table through the job: mirror and batch ms, bytes per change")
+    j.add_argument("--sizes", default="50000,1000000")
+    j.add_argument("--changes", type=int, default=20000)
+    j.add_argument("--batch", type=int, default=1000)
+    j.add_argument("--out", default=str(REPO / "bench" / "results" / "mirrors_job"))
     k = sub.add_parser("soak", help="the whole job at a steady change rate, disk and batch time over time")
     k.add_argument("--minutes", type=float, default=60)
     k.add_argument("--rows", type=int, default=1_000_000)
@@ -646,6 +755,9 @@ def main() -> int:
     a = ap.parse_args()
     if a.cmd == "soak":
         print(run_soak(a.minutes, a.rows, a.rate, Path(a.out)))
+        return 0
+    if a.cmd == "job":
+        print(run_job_table([int(x) for x in a.sizes.split(",")], a.changes, a.batch, Path(a.out)))
         return 0
     if a.cmd == "sf1":
         print(run_sf1(a.sf, a.batches, a.batch, a.cow_batches, Path(a.out)))
