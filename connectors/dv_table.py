@@ -811,19 +811,29 @@ class DVTable:
         for k in [k for k in self._keys if k[0] == rel]:
             del self._keys[k]
 
-    def vacuum(self, retention_hours: float) -> list[str]:
+    def vacuum(self, retention_hours: float, keep_from: int | None = None) -> list[str]:
         """Delete the files no version of the last ``retention_hours`` references: data files
         removed before then, deletion-vector and change-data files older than that which the
-        current version does not use. Returns the paths deleted (relative)."""
+        current version does not use; with ``keep_from``, also none that version or a later one
+        reads (its files and their deletion vectors, and every file the commits after it add:
+        what a restart reading the change feed from there needs), however old. Returns the
+        paths deleted (relative)."""
         snap = self.snapshot()
         cutoff = _now_ms() - retention_hours * 3600 * 1000
-        live = set(snap.files)
-        live_dvs = {os.path.relpath(self._dv_path(f.dv), self.root) for f in snap.files.values()
-                    if f.dv and f.dv["storageType"] != "i"}
+        keep = set(snap.files) | self._dv_files(snap.files.values())
+        if keep_from is not None and keep_from < snap.version:
+            old = self.snapshot(keep_from).files.values()
+            keep |= {f.path for f in old} | self._dv_files(old)
+            for v in range(keep_from + 1, snap.version + 1):
+                for a in self._actions(v):
+                    for kind in ("add", "cdc"):
+                        if kind in a:
+                            keep.add(a[kind]["path"])
+                            keep |= self._dv_files([_add_file(a[kind])] if a[kind].get("deletionVector") else [])
         gone = []
         for p, _, mtime_s in self.files.list(self.root, recursive=True):
             rel = os.path.relpath(p, self.root)
-            if rel.startswith("_delta_log") or rel in live or rel in live_dvs:
+            if rel.startswith("_delta_log") or rel in keep:
                 continue
             mtime = mtime_s * 1000
             removed = snap.tombstones.get(rel)
@@ -832,6 +842,10 @@ class DVTable:
                 snap.tombstones.pop(rel, None)
                 gone.append(rel)
         return gone
+
+    def _dv_files(self, files) -> set[str]:
+        """The deletion-vector files (relative paths) of ``files``."""
+        return {os.path.relpath(self._dv_path(f.dv), self.root) for f in files if f.dv and f.dv["storageType"] != "i"}
 
 
 def _clean(v):
