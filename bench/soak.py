@@ -400,7 +400,8 @@ def soak_config(root: Path, bootstrap: str) -> dict:
 def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: str, sent, snap_n, done,
                    halt) -> None:
     """The snapshot (``rows`` orders, the edges), then ``rate`` changes/s for ``seconds``: orders
-    updated, inserted and deleted uniformly at random (19 of 20 changes), edges (1 of 20). At the
+    updated (half), inserted and deleted (a quarter each) uniformly at random (19 of 20 changes),
+    edges (1 of 20). At the
     end the live rows go to ``out`` (parquet) for the final comparison."""
     from devstack.producer import CdcProducer
     from streaming_app.demo_run import EdgeChanges
@@ -409,7 +410,9 @@ def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: 
     orders, edges_t = cfg.table("orders"), cfg.table("edges")
     prod = CdcProducer(cfg.kafka.bootstrap_servers)
     snap = snapshot(rows).to_pylist()
-    gen = RandomUpdates(orders, seed=5, live=snap, domain=1000)
+    # as many inserts as deletes, so the table stays at ``rows`` (session 19's run used the default
+    # mix, 50% inserts / 20% deletes: its table grew from 1.0 M to about 2.0 M rows in the hour)
+    gen = RandomUpdates(orders, seed=5, live=snap, domain=1000, mix=(0.25, 0.5, 0.25))
     edges = EdgeChanges(seed=7)
     for r in snap:
         prod.send(orders, "r", None, r)
@@ -584,15 +587,22 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
             problems.append(f"sketch {r['name']}: differs from its recapture")
     batches = _job_batches(lake)
     snap_n = samples[-1].get("snapshot", 0)
-    ms, seen = [], 0  # the steady batches: those after the snapshot was read
+    ms, steps, seen = [], [], 0  # the steady batches: those after the snapshot was read
     for b in batches:
         if seen >= snap_n:
-            ms.append((b["finished_at"], sum(b["step_ms"].values()) if isinstance(b["step_ms"], dict)
-                       else sum(v for _, v in b["step_ms"])))
+            st = dict(b["step_ms"]) if not isinstance(b["step_ms"], dict) else b["step_ms"]
+            ms.append((b["finished_at"], sum(st.values())))
+            steps.append(st)
         seen += b["records_in"]
     start = ms[0][0] if ms else None
     first10 = [m for t, m in ms if (t - start).total_seconds() < 600]
     last10 = [m for t, m in ms if (ms[-1][0] - t).total_seconds() < 600]
+    # where a batch's time went, per step: p50 of the first and of the last 10 minutes
+    early = [st for (t, _), st in zip(ms, steps) if (t - start).total_seconds() < 600]
+    late = [st for (t, _), st in zip(ms, steps) if (ms[-1][0] - t).total_seconds() < 600]
+    names = sorted({k for st in steps for k in st})
+    by_step = {k: (statistics.median([st.get(k, 0.0) for st in early]) if early else 0.0,
+                   statistics.median([st.get(k, 0.0) for st in late]) if late else 0.0) for k in names}
     stalls: dict[str, list[float]] = {}  # the maintenance lines of the job: ms per action kind
     for line in (root / "job.log").read_text(errors="replace").splitlines():
         m = re.match(r"maintenance: (\w+) .*\(([\d,.]+) ms\)$", line.strip())
@@ -614,6 +624,7 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
              f"{statistics.median(first10):,.0f} ms, last 10 min {statistics.median(last10):,.0f} ms "
              f"(last/first {statistics.median(last10) / statistics.median(first10):.2f})"
              if first10 and last10 else "- too few batches",
+             f"- the orders mirror: {rows:,} rows after the snapshot, {len(got):,} at the end",
              f"- disk at the end {end['disk_mb']:,.1f} MB: live files {end['live_mb']:,.1f} MB, and what the "
              f"retention keeps {kept:,.1f} MB (files the tables replaced {end['replaced_mb']:,.1f}, change data "
              f"{end['cdf_mb']:,.1f}, logs {end['log_mb']:,.1f}); disk / (3 x live + kept) "
@@ -624,6 +635,8 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
              f"last {rss[-1]:,.0f}; median of the first 10 min {rss_first:,.0f}, of the last 10 min {rss_last:,.0f} "
              f"({rss_last / rss_first - 1:+.0%}); Python {steady[0].get('py_mb', 0):,.0f} -> {end.get('py_mb', 0):,.0f} MB, "
              f"JVM {steady[0].get('jvm_mb', 0):,.0f} -> {end.get('jvm_mb', 0):,.0f} MB",
+             "- per step, p50 ms of the first 10 min -> of the last 10 min: " + ", ".join(
+                 f"{k} {a:,.0f} -> {z:,.0f}" for k, (a, z) in by_step.items() if max(a, z) >= 1),
              "- maintenance, the batch's wait per action: " + (", ".join(
                  f"{k} {len(v)}x, median {statistics.median(v):,.0f} ms, max {max(v):,.0f} ms"
                  for k, v in sorted(stalls.items())) or "none ran"),
@@ -631,7 +644,7 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
     text = "\n".join(lines) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({"samples": samples, "batch_ms": [m for _, m in ms],
+    out.with_suffix(".json").write_text(json.dumps({"samples": samples, "batch_ms": [m for _, m in ms], "step_ms": steps,
                                                     "problems": problems}, default=str, indent=1))
     try:
         import matplotlib
