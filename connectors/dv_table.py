@@ -822,14 +822,17 @@ class DVTable:
         cutoff = _now_ms() - retention_hours * 3600 * 1000
         keep = set(snap.files) | self._dv_files(snap.files.values())
         if keep_from is not None and keep_from < snap.version:
-            old = self.snapshot(keep_from).files.values()
-            keep |= {f.path for f in old} | self._dv_files(old)
-            for v in range(keep_from + 1, snap.version + 1):
-                for a in self._actions(v):
-                    for kind in ("add", "cdc"):
-                        if kind in a:
-                            keep.add(a[kind]["path"])
-                            keep |= self._dv_files([_add_file(a[kind])] if a[kind].get("deletionVector") else [])
+            try:
+                old = self.snapshot(keep_from).files.values() if keep_from >= 0 else []
+                keep |= {f.path for f in old} | self._dv_files(old)
+                for v in range(max(keep_from, -1) + 1, snap.version + 1):
+                    for a in self._actions(v):
+                        for kind in ("add", "cdc"):
+                            if kind in a:
+                                keep.add(a[kind]["path"])
+                                keep |= self._dv_files([_add_file(a[kind])] if a[kind].get("deletionVector") else [])
+            except (FileNotFoundError, ValueError):
+                return []  # the log no longer reaches that version: nothing is removed rather than guessed
         gone = []
         for p, _, mtime_s in self.files.list(self.root, recursive=True):
             rel = os.path.relpath(p, self.root)
