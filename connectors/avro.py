@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 import fastavro
 
-from connectors.avro_reader import Corrupt, compile_reader
+from connectors.avro_reader import AS_TUPLE, Corrupt, compile_reader, row_record_fields
 from connectors.debezium_types import CONNECT_DECIMAL, Bad
 from core import errors as E
 from core.errors import RegistryRefused, RegistryUnavailable
@@ -64,11 +64,23 @@ class Writer:
     specs: dict = field(default_factory=dict)  # kind -> field specs, filled by connectors.debezium
     # the strict reader generated for this schema (connectors.avro_reader); None: fastavro + re-encoding
     reader: Callable[[bytes, int], Any] | None = None
+    row_fields: tuple[str, ...] | None = None  # the field names of the envelope reader's row tuples
     envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
 
     def envelope(self) -> Callable[[bytes, int], Any] | None:
+        """The envelope's reader: ENVELOPE_SKIP's fields checked only, and ``before`` and
+        ``after`` made as tuples of their fields in the writer's order (``row_fields``) when
+        both hold the same record (Debezium's Value), its field names distinct: the decoder
+        maps a tuple to the declared columns by position, without a dict per image."""
         if self.envelope_reader is _UNSET:
-            self.envelope_reader = compile_reader(self.parsed, ENVELOPE_SKIP) if self.reader is not None else None
+            skip = dict(ENVELOPE_SKIP)
+            names = {row_record_fields(self.parsed, f) for f in ("before", "after")} - {()}
+            if len(names) == 1 and None not in names:
+                row = names.pop()
+                if len(set(row)) == len(row):
+                    skip.update(before=AS_TUPLE, after=AS_TUPLE)
+                    self.row_fields = row
+            self.envelope_reader = compile_reader(self.parsed, skip) if self.reader is not None else None
         return self.envelope_reader
 
 

@@ -74,11 +74,14 @@ _LONG_OK = re.compile(b"\\x00|[\\x80-\\xff]{0,8}[\\x01-\\x7f]|[\\x80-\\xff]{9}\\
 _INT_OK = re.compile(b"\\x00|[\\x80-\\xff]{0,3}[\\x01-\\x7f]|[\\x80-\\xff]{4}[\\x01-\\x0f]").match
 
 
+AS_TUPLE = "tuple"  # in ``skip``: the field's record made as a tuple of all its fields, in order
+
+
 def _wanted(keep: Any, name: str) -> bool:
-    """Whether a record's field is made: ``keep`` None (all), a frozenset (those), or a dict
-    (the top record's: False for a field checked only, a frozenset for the fields to make of a
-    field's own record; any other field made)."""
-    if keep is None:
+    """Whether a record's field is made: ``keep`` None or AS_TUPLE (all), a frozenset (those),
+    or a dict (the top record's: False for a field checked only, a frozenset for the fields to
+    make of a field's own record, AS_TUPLE for that record as a tuple; any other field made)."""
+    if keep is None or keep is AS_TUPLE:
         return True
     if isinstance(keep, frozenset):
         return name in keep
@@ -87,7 +90,7 @@ def _wanted(keep: Any, name: str) -> bool:
 
 def _sub(keep: Any, name: str) -> Any:
     sub = keep.get(name) if isinstance(keep, dict) else None
-    return sub if isinstance(sub, frozenset) else None
+    return sub if isinstance(sub, frozenset) or sub is AS_TUPLE else None
 
 
 class _Gen:
@@ -145,7 +148,12 @@ class _Gen:
             if want:
                 out.append((f["name"], v))
             k += 1
-        lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i" if build else "    return None, i")
+        if not build:
+            lines.append("    return None, i")
+        elif keep is AS_TUPLE:
+            lines.append("    return (" + "".join(f"{v}, " for _, v in out) + "), i")
+        else:
+            lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i")
         self.sources.append("\n".join(lines))
         return fn
 
@@ -303,12 +311,33 @@ class _Gen:
                   f"{q}    raise Corrupt('a block size that is not its bytes')"]
 
 
+def row_record_fields(parsed: Any, name: str) -> tuple[str, ...] | None:
+    """The field names of the record a top-level field holds (its type a record, or a union
+    of null and a record); () when the top record has no such field; None for any other type."""
+    try:
+        gen = _Gen(parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {})
+        top = gen.resolve(parsed)
+        for f in top["fields"]:
+            if f["name"] == name:
+                t = gen.resolve(f["type"])
+                if isinstance(t, list):
+                    recs = [gen.resolve(x) for x in t if gen.resolve(x) != "null"]
+                    t = recs[0] if len(recs) == 1 and len(t) == 2 else None
+                if isinstance(t, dict) and t.get("type") == "record":
+                    return tuple(x["name"] for x in t["fields"])
+                return None
+        return ()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def compile_reader(parsed: Any, skip: dict | None = None) -> Callable[[bytes, int], Any] | None:
     """The reader of one top-level record schema; None when it cannot be generated.
 
     ``skip``: top-level fields whose values are not wanted: False (the bytes checked, the field
     left out of the result) or a frozenset of the fields to make of that field's record (its
-    other fields checked only). A skipped ``long`` costs one regular-expression match instead
+    other fields checked only); or AS_TUPLE: that field's record made as a tuple of its
+    fields' values in the schema's order (no dict per record; the caller knows the names). A skipped ``long`` costs one regular-expression match instead
     of a loop over its bytes.
     """
     try:

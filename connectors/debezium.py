@@ -51,7 +51,7 @@ from connectors import unwrap as U
 from connectors.debezium_types import (BITS, CONNECT_DECIMAL, DATE_NAMES, PLACEHOLDER, PLACEHOLDER_B64,
                                        PLACEHOLDER_BYTES, TIME_UNITS, TS_UNITS, VARIABLE_DECIMAL, ZONED_TIME,
                                        ZONED_TIMESTAMP, Bad, FieldSpec, Modes, column_decoder, field_spec,
-                                       is_placeholder)
+                                       image_maker, is_placeholder)
 from core import errors as E
 from core.errors import RegistryRefused, RegistryUnavailable
 from core.config import JobConfig, TableConfig
@@ -285,7 +285,22 @@ class _Plans:
 
     def __init__(self, registry=None) -> None:
         self._plans: dict[tuple, list] = {}
+        self._images: dict[tuple, tuple] = {}
         self.registry = registry
+
+    def image(self, table: TableConfig, fields: dict[str, FieldSpec], which: str, lenient: bool):
+        """The maker of a row image from the Avro reader's row tuple (fields in ``fields``'
+        order: both come from the writer's row record); a writer schema that does not fit the
+        columns raises here, as ``get`` does for a dict."""
+        k = (table.name, id(fields), which, lenient)
+        hit = self._images.get(k)
+        if hit is None or hit[0] is not fields:
+            plan = self.get(table, fields, "row")
+            types = dict(table.columns)
+            hit = (fields, image_maker(plan, tuple(types[c] for c, _, _ in plan), _modes(table), tuple(fields),
+                                       which, lenient, _Image))
+            self._images[k] = hit
+        return hit[1]
 
     def get(self, table: TableConfig, fields: dict[str, FieldSpec] | None, columns: str) -> list:
         k = (table.name, id(fields), columns)
@@ -409,6 +424,8 @@ def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, wh
     change needs only the key from it."""
     if raw is None:
         return None
+    if raw.__class__ is tuple and fields is not None:  # an Avro row record (connectors.avro: Writer.envelope)
+        return plans.image(table, fields, which, lenient)(raw)
     if not isinstance(raw, dict):
         raise Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
     img = _Image({}, [], [])

@@ -601,16 +601,19 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
             if raw.__class__ is int and lo <= raw <= hi:
                 return raw
             return general(raw, what)
+        dec_int.short = ("int", lo, hi)
         return dec_int
     if name is None and typ == "string" and stype in (None, "string"):
         def dec_str(raw: Any, what: str) -> Any:
             if raw.__class__ is str and raw.isascii():
                 return raw
             return general(raw, what)
+        dec_str.short = ("str",)
         return dec_str
     if name is None and typ == "boolean" and stype in (None, "boolean"):
         def dec_bool(raw: Any, what: str) -> Any:
             return raw if raw.__class__ is bool else general(raw, what)
+        dec_bool.short = ("bool",)
         return dec_bool
     if typ == "timestamp":
         unit = TS_UNITS.get(name) if spec is not None else TS_UNIT_BY_MODE[modes.time]
@@ -624,6 +627,7 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
                     except OverflowError:
                         pass
                 return general(raw, what)
+            dec_us.short = ("us",)
             return dec_us
     m = _DECIMAL_TYPE.match(typ)
     if m:
@@ -638,6 +642,7 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
                 except OverflowError:
                     pass
             return general(raw, what)
+        dec_days.short = ("days",)
         return dec_days
     return general
 
@@ -681,4 +686,94 @@ def _decimal_decoder(precision: int, scale: int, spec: FieldSpec | None, modes: 
             if d.adjusted() < top:
                 return d
         return general(raw, what)
+    dec_unscaled.short = ("unscaled", scale, top)
     return dec_unscaled
+
+
+# ---------------------------------------------------------------- Avro row images
+
+# Connect types whose values (as the Avro reader makes them: int, bool, float, dict) can never
+# be the unavailable-value placeholder (a string, an array, or unnamed bytes)
+_NEVER_PLACEHOLDER = {"int8", "int16", "int32", "int64", "boolean", "float", "double", "struct", "map"}
+_IMAGES: dict[tuple, Any] = {}  # the compiled image makers, by what they are made of
+
+
+def _short_path(short: tuple, x: str, y: str, d: str, w: str, p: str) -> list[str]:
+    """Lines that set ``y`` as the column decoder ``d`` with this ``short`` path sets it for the
+    value ``x`` (its short path inline, else ``d(x, w)``): the same tests, in the same order,
+    as the decoders in ``column_decoder`` and ``_decimal_decoder``."""
+    kind = short[0]
+    if kind == "int":
+        return [f"{p}{y} = {x} if {x}.__class__ is int and {short[1]} <= {x} <= {short[2]} else {d}({x}, {w})"]
+    if kind == "str":
+        return [f"{p}{y} = {x} if {x}.__class__ is str and {x}.isascii() else {d}({x}, {w})"]
+    if kind == "bool":
+        return [f"{p}{y} = {x} if {x}.__class__ is bool else {d}({x}, {w})"]
+    if kind in ("us", "days"):
+        test, make = (f"{x} not in TS_INF", f"EPOCH_TS + TD(microseconds={x})") if kind == "us" else \
+            (f"{x} not in DATE_INF", f"EPOCH_DATE + TD(days={x})")
+        return [f"{p}{y} = None", f"{p}if {x}.__class__ is int and {test}:", f"{p}    try:",
+                f"{p}        {y} = {make}", f"{p}    except OverflowError:", f"{p}        pass",
+                f"{p}if {y} is None:", f"{p}    {y} = {d}({x}, {w})"]
+    if kind == "unscaled":  # the Avro branch of dec_unscaled (JSON's base64 text goes to the decoder)
+        return [f"{p}{y} = None", f"{p}if {x}.__class__ is bytes and len({x}) <= 18:",
+                f"{p}    n = FROM_BYTES({x}, 'big', signed=True)", f"{p}    if n:",
+                f"{p}        {y} = DEC(n).scaleb({-short[1]}, context=EXACT)",
+                f"{p}        if {y}.adjusted() >= {short[2]}:", f"{p}            {y} = None",
+                f"{p}if {y} is None:", f"{p}    {y} = {d}({x}, {w})"]
+    raise ValueError(kind)
+
+
+def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[str, ...], which: str,
+                lenient: bool, make: Any):
+    """A function from a row tuple (the Avro reader's values of a row record's fields, in the
+    order ``names``) to ``make(row, unavailable, missing, ignored)``: the declared columns
+    decoded as connectors.debezium's ``_image`` decodes the same values from a dict, with each
+    column decoder's short path inline (``plan``: (column, field spec, decoder) per declared
+    column, in order, made by ``column_decoder`` of the column's type in ``types`` and ``modes``,
+    which decide them: the maker is kept for later batches by those). ``lenient``: a value that
+    does not decode is None and counted."""
+    key = (tuple((c, spec) for c, spec, _ in plan), types, modes, names, which, lenient, id(make))
+    hit = _IMAGES.get(key)
+    if hit is not None:
+        return hit
+    pos = {n: k for k, n in enumerate(names)}
+    scope: dict[str, Any] = {"PH": PLACEHOLDER, "PH64": PLACEHOLDER_B64, "PHB": PLACEHOLDER_BYTES,
+                             "is_placeholder": is_placeholder, "Bad": Bad, "make": make, "TD": dt.timedelta,
+                             "EPOCH_TS": EPOCH_TS, "EPOCH_DATE": EPOCH_DATE, "TS_INF": _TS_INFINITY[10**3],
+                             "DATE_INF": DATE_INFINITY, "DEC": Decimal, "EXACT": EXACT,
+                             "FROM_BYTES": int.from_bytes}
+    lines = ["def image(t):", "    (" + "".join(f"x{k}, " for k in range(len(names))) + ") = t",
+             "    unavailable = []", "    ignored = 0"]
+    missing, out = [], []
+    for j, (c, spec, dec) in enumerate(plan):
+        y = f"y{j}"
+        out.append(f"{c!r}: {y}")
+        if c not in pos:
+            missing.append(c)
+            lines.append(f"    {y} = None")
+            continue
+        x = f"x{pos[c]}"
+        scope[f"D{j}"], scope[f"S{j}"], scope[f"W{j}"] = dec, spec, f"'{which}' column {c!r}"
+        short = getattr(dec, "short", None)
+        p = "            " if lenient else "        "
+        body = _short_path(short, x, y, f"D{j}", f"W{j}", p) if short else [f"{p}{y} = D{j}({x}, W{j})"]
+        lines += [f"    if {x} is None:", f"        {y} = None"]
+        maybe_ph = spec is None or spec.type not in _NEVER_PLACEHOLDER
+        if lenient:
+            if maybe_ph:
+                lines += [f"    elif is_placeholder({x}, S{j}):", f"        {y} = None"]
+            lines += ["    else:", "        try:"] + body + \
+                     ["        except Bad:", f"            {y} = None", "            ignored += 1"]
+        else:
+            if maybe_ph:  # the test of connectors.debezium._image
+                lines += [f"    elif (({x}.__class__ is str and ({x} == PH or {x} == PH64)) or {x}.__class__ is list"
+                          f" or ({x}.__class__ is bytes and {x} == PHB)) and is_placeholder({x}, S{j}):",
+                          f"        unavailable.append({c!r})", f"        {y} = None"]
+            lines += ["    else:"] + body
+    lines.append("    return make({" + ", ".join(out) + f"}}, unavailable, {missing!r}, ignored)")
+    exec(compile("\n".join(lines), "<avro image>", "exec"), scope)  # noqa: S102 - source generated above
+    if len(_IMAGES) >= 1024:
+        _IMAGES.clear()
+    _IMAGES[key] = scope["image"]
+    return scope["image"]
