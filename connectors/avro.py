@@ -65,6 +65,16 @@ class Writer:
     # the strict reader generated for this schema (connectors.avro_reader); None: fastavro + re-encoding
     reader: Callable[[bytes, int], Any] | None = None
     row_fields: tuple[str, ...] | None = None  # the field names of the envelope reader's row tuples
+    tuple_reader: Any = _UNSET  # the reader making the top record a tuple of its fields (a key's)
+
+    def as_tuple(self) -> Callable[[bytes, int], Any] | None:
+        """The reader of a whole record as a tuple of its fields in the writer's order (a
+        message key: the decoder maps it to the key columns by position)."""
+        if self.tuple_reader is _UNSET:
+            names = tuple(f.get("field") for f in self.connect.get("fields", ()))
+            ok = self.reader is not None and len(set(names)) == len(names)
+            self.tuple_reader = compile_reader(self.parsed, AS_TUPLE) if ok else None
+        return self.tuple_reader
     envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
 
     def envelope(self) -> Callable[[bytes, int], Any] | None:
@@ -230,10 +240,19 @@ def cached_ids() -> set[tuple[str, int]]:
     return set(_SCHEMAS)
 
 
-def prefetch(registry, values: Iterable[Any]) -> None:
-    """Fetch the schemas of a batch's values before any is decoded, so that a registry that
-    does not answer delays the batch before it rather than in the middle of it."""
-    heads = {bytes(v[:PREFIX]) for v in values if v.__class__ is bytes or v.__class__ is bytearray}  # few distinct
+def prefetch(registry, records: Iterable[tuple], topics: set[str]) -> None:
+    """Fetch the schemas of a batch's keys and values (records (topic, partition, offset, key,
+    value...) of ``topics``) before any is decoded, so that a registry that does not answer
+    delays the batch before it rather than in the middle of it."""
+    heads: set[bytes] = set()  # few distinct
+    add = heads.add
+    for r in records:
+        if len(r) > 4 and r[0] in topics:
+            for v in (r[3], r[4]):
+                if v.__class__ is bytes:
+                    add(v[:PREFIX])
+                elif v.__class__ is bytearray:
+                    add(bytes(v[:PREFIX]))
     for head in heads:
         if len(head) == PREFIX and head[0] == MAGIC:
             sid = int.from_bytes(head[1:], "big")
@@ -347,16 +366,30 @@ def _connect(s: Any, ns: str | None, named: dict) -> dict:
 
 # ---------------------------------------------------------------- bodies
 
-def read(value: Any, registry, envelope: bool = False) -> tuple[Any, Writer]:
+def read(value: Any, registry, envelope: bool = False, as_tuple: bool = False) -> tuple[Any, Writer]:
     """(the decoded body, its writer schema) of one wire-format value. ``envelope``: a Debezium
-    envelope's body, without the fields ENVELOPE_SKIP names (every byte checked all the same)."""
+    envelope's body, without the fields ENVELOPE_SKIP names (every byte checked all the same).
+    ``as_tuple``: the body's record as a tuple of its fields' values when the schema has such a
+    reader (``Writer.as_tuple``), else a dict as without it."""
     if value.__class__ is bytes and len(value) >= PREFIX and value[0] == MAGIC:  # the usual case: no copy
         sid, data, start = int.from_bytes(value[1:PREFIX], "big"), value, PREFIX
     else:
         sid, data = split(value)
         start = 0
-    w = schema(registry, sid)
-    reader = w.envelope() if envelope else w.reader
+    w = _SCHEMAS.get((registry.url, sid))
+    if w.__class__ is not Writer:  # not fetched yet, or known to be bad: ``schema`` fetches or raises
+        w = schema(registry, sid)
+    if envelope:
+        reader = w.envelope_reader
+        if reader is _UNSET:
+            reader = w.envelope()
+    elif as_tuple:
+        reader = w.tuple_reader
+        if reader is _UNSET:
+            reader = w.as_tuple()
+        reader = reader or w.reader
+    else:
+        reader = w.reader
     if reader is None:
         return _read_checked(data[start:], sid, w), w
     try:

@@ -93,6 +93,26 @@ def _sub(keep: Any, name: str) -> Any:
     return sub if isinstance(sub, frozenset) or sub is AS_TUPLE else None
 
 
+_TEMPLATE_BUILDS = 16  # templates built for a record before it must have earned each one
+_TEMPLATE_EARN = 256  # matches a template must have had before another one replaces it
+
+
+def retemplate(state: list, literal: tuple, pieces: tuple, values: tuple) -> None:
+    """Build the template of a record just read (``_Gen.template``): ``pieces`` the bytes of
+    its remembered runs (``literal`` True) and its numbers' patterns, in order; ``values``
+    what it made of them."""
+    if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN:
+        if state[1] == 0:
+            state[0] = None  # it never matched: records of this kind change their text, stop trying
+        return
+    try:
+        rx = re.compile(b"".join(re.escape(x) if lit else x for lit, x in zip(literal, pieces)))
+    except (re.error, TypeError, OverflowError, RecursionError):
+        state[0] = None
+        return
+    state[0], state[1], state[2] = (rx.match, values), 0, state[2] + 1
+
+
 class _Gen:
     def __init__(self, named: dict) -> None:
         self.named = named
@@ -130,16 +150,31 @@ class _Gen:
         if fn is not None:
             return fn
         fn = self.funcs[k] = f"r{len(self.funcs)}"
-        lines = [f"def {fn}(b, i, L):"]
+        lines: list[str] = []
         out = []
         fields = rec["fields"]
+        parts: list | None = []  # the record as remembered runs and checked numbers, if it is only those
         k = 0
         while k < len(fields):
             run = 0
             while k + run < len(fields) and self.textual(fields[k + run]["type"]):
                 run += 1
             if run >= 2:  # text fields that repeat record after record (Debezium's source): remembered
+                lines.append(f"    s{k} = i")
                 out += self.memo_run(fields[k:k + run], build, keep, lines)
+                lines.append(f"    e{k} = i")
+                if parts is not None:
+                    parts.append(f"b[s{k}:e{k}]")
+                k += run
+                continue
+            run = 0
+            while k + run < len(fields) and not (build and _wanted(keep, fields[k + run]["name"])) \
+                    and self.pattern(fields[k + run]["type"]) is not None:
+                run += 1
+            if run >= 2:  # numbers checked only (Debezium's ts_us, ts_ns, txId, lsn...): one match for all
+                self.skip_run(fields[k:k + run], lines)
+                if parts is not None:
+                    parts += [self.pattern(f["type"]) for f in fields[k:k + run]]
                 k += run
                 continue
             f = fields[k]
@@ -147,15 +182,73 @@ class _Gen:
             v = self.emit(f["type"], lines, 1, want, _sub(keep, f["name"]) if want else None)
             if want:
                 out.append((f["name"], v))
+            if parts is not None:
+                pat = None if want else self.pattern(f["type"])
+                if pat is None:
+                    parts = None
+                else:
+                    parts.append(pat)
             k += 1
         if not build:
-            lines.append("    return None, i")
+            result = "None"
         elif keep is AS_TUPLE:
-            lines.append("    return (" + "".join(f"{v}, " for _, v in out) + "), i")
+            result = "(" + "".join(f"{v}, " for _, v in out) + ")"
         else:
-            lines.append("    return {" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}, i")
-        self.sources.append("\n".join(lines))
+            result = "{" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}"
+        head = [f"def {fn}(b, i, L):"]
+        if parts and any(isinstance(x, str) for x in parts) and any(not isinstance(x, str) for x in parts):
+            head, lines = self.template(fn, parts, out, result, lines)
+        lines.append(f"    return {result}, i")
+        self.sources.append("\n".join(head + lines))
         return fn
+
+    def template(self, fn: str, parts: list, out: list, result: str, lines: list) -> tuple[list, list]:
+        """A record made only of remembered text runs and numbers checked only (Debezium's
+        source): after a record is read field by field, its remembered runs' bytes and the
+        numbers' patterns make one regular expression; the next record it matches is read in
+        one match, with the values remembered (the same bytes read the same; a number matching
+        its pattern is a valid encoding, as when checked alone). Rebuilt after a record that
+        does not match, up to a limit, so records whose text changes every time (a sequence,
+        say) cost a failed match at most, and then nothing (``retemplate``)."""
+        state = self.const([None, 0, 0])  # (match, values) or None; matches since built; builds
+        names = [v for _, v in out]
+        expr = result
+        for j, v in enumerate(names):  # the values from the template's tuple
+            expr = re.sub(rf"\b{v}\b", f"tv[{j}]", expr)
+        head = [f"def {fn}(b, i, L):", f"    tp = {state}[0]", "    if tp is not None:",
+                "        m = tp[0](b, i)", "        if m is not None:", f"            {state}[1] += 1",
+                "            tv = tp[1]", f"            return {expr}, m.end()"]
+        literal = self.const(tuple(isinstance(x, str) for x in parts))
+        pieces = "(" + "".join(f"{x}, " if isinstance(x, str) else f"{x!r}, " for x in parts) + ")"
+        lines = lines + [f"    retemplate({state}, {literal}, {pieces}, (" + "".join(f"{v}, " for v in names) + "))"]
+        return head, lines
+
+    def pattern(self, t: Any) -> bytes | None:
+        """A regular expression matching exactly the encodings ``skip`` accepts for ``t`` (the
+        numbers, booleans, floats and their unions with null), or None for another type."""
+        t = self.resolve(t)
+        if t == "null":
+            return b""
+        if t == "boolean":
+            return b"[\\x00\\x01]"
+        if t in ("int", "long"):
+            return b"(?:" + (_INT_OK if t == "int" else _LONG_OK).__self__.pattern + b")"
+        if t in ("float", "double"):
+            return b"[\\x00-\\xff]{%d}" % (4 if t == "float" else 8)
+        if isinstance(t, list) and len(t) <= 63:
+            alts = [self.pattern(x) for x in t]
+            if any(a is None for a in alts):
+                return None
+            return b"(?:" + b"|".join(b"\\x%02x" % (2 * k) + a for k, a in enumerate(alts)) + b")"
+        return None
+
+    def skip_run(self, run: list, lines: list) -> None:
+        """Fields checked only, each of a type ``pattern`` covers: one match over them all; when
+        it fails, each field's own check says what is wrong."""
+        match = self.const(re.compile(b"".join(self.pattern(f["type"]) for f in run)).match)
+        lines += [f"    m = {match}(b, i)", "    if m is not None:", "        i = m.end()", "    else:"]
+        for f in run:
+            self.emit(f["type"], lines, 2, False)
 
     def textual(self, t: Any) -> bool:
         """A string, or a union of null and string."""
@@ -190,6 +283,21 @@ class _Gen:
                   f"{p}if c < 128:", f"{p}    {v} = (c >> 1) ^ -(c & 1)",
                   f"{p}else:", f"{p}    {v}, i = varint_tail(b, i, c)"]
 
+    def number(self, v: str, lines: list, ind: int) -> None:
+        """A varint value (an int or a long): as ``varint``, its two- and three-byte forms read
+        inline (a last byte 1-127: a zero would be an over-long form, which ``varint_tail``
+        refuses, as it reads every other form). ``c`` keeps the first byte."""
+        p = "    " * ind
+        lines += [f"{p}c = b[i]", f"{p}i += 1",
+                  f"{p}if c < 128:", f"{p}    {v} = (c >> 1) ^ -(c & 1)",
+                  f"{p}else:", f"{p}    d = b[i]",
+                  f"{p}    if 0 < d < 128:", f"{p}        n = (c & 127) | (d << 7)", f"{p}        i += 1",
+                  f"{p}        {v} = (n >> 1) ^ -(n & 1)",
+                  f"{p}    elif d >= 128 and 0 < b[i + 1] < 128:",
+                  f"{p}        n = (c & 127) | ((d & 127) << 7) | (b[i + 1] << 14)", f"{p}        i += 2",
+                  f"{p}        {v} = (n >> 1) ^ -(n & 1)",
+                  f"{p}    else:", f"{p}        {v}, i = varint_tail(b, i, c)"]
+
     def length(self, v: str, what: str, lines: list, ind: int) -> None:
         p = "    " * ind
         self.varint(v, lines, ind)
@@ -210,7 +318,7 @@ class _Gen:
             lines += [f"{p}{v} = b[i]", f"{p}i += 1", f"{p}if {v} > 1:",
                       f"{p}    raise Corrupt(f'a boolean byte {{{v}}}')", f"{p}{v} = {v} == 1"]
         elif t in ("int", "long"):
-            self.varint(v, lines, ind)
+            self.number(v, lines, ind)
             if t == "int":
                 lines += [f"{p}if c >= 128 and not {_INT_MIN} <= {v} <= {_INT_MAX}:",
                           f"{p}    raise Corrupt('an int past 32 bits')"]
@@ -331,13 +439,14 @@ def row_record_fields(parsed: Any, name: str) -> tuple[str, ...] | None:
         return None
 
 
-def compile_reader(parsed: Any, skip: dict | None = None) -> Callable[[bytes, int], Any] | None:
+def compile_reader(parsed: Any, skip: dict | str | None = None) -> Callable[[bytes, int], Any] | None:
     """The reader of one top-level record schema; None when it cannot be generated.
 
     ``skip``: top-level fields whose values are not wanted: False (the bytes checked, the field
     left out of the result) or a frozenset of the fields to make of that field's record (its
     other fields checked only); or AS_TUPLE: that field's record made as a tuple of its
-    fields' values in the schema's order (no dict per record; the caller knows the names). A skipped ``long`` costs one regular-expression match instead
+    fields' values in the schema's order (no dict per record; the caller knows the names);
+    ``skip`` AS_TUPLE itself: the top record so. A skipped ``long`` costs one regular-expression match instead
     of a loop over its bytes.
     """
     try:
@@ -345,11 +454,12 @@ def compile_reader(parsed: Any, skip: dict | None = None) -> Callable[[bytes, in
         gen = _Gen(named)
         top = gen.resolve(parsed)
         lines = ["def read(b, i):", "    L = len(b)"]
-        expr = gen.emit(top, lines, 1, True, dict(skip) if skip else None)
+        expr = gen.emit(top, lines, 1, True, AS_TUPLE if skip is AS_TUPLE else dict(skip) if skip else None)
         lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
                   f"    return {expr}"]
         src = "\n\n".join(gen.sources + ["\n".join(lines)])
         scope: dict[str, Any] = {"Corrupt": Corrupt, "varint_tail": varint_tail, "bad_number": bad_number,
+                                 "retemplate": retemplate,
                                  "_FLOAT": _FLOAT, "_DOUBLE": _DOUBLE, "_LONG_OK": _LONG_OK, "_INT_OK": _INT_OK,
                                  **gen.consts}
         exec(compile(src, "<avro reader>", "exec"), scope)  # noqa: S102 - source generated above from a schema

@@ -51,7 +51,7 @@ from connectors import unwrap as U
 from connectors.debezium_types import (BITS, CONNECT_DECIMAL, DATE_NAMES, PLACEHOLDER, PLACEHOLDER_B64,
                                        PLACEHOLDER_BYTES, TIME_UNITS, TS_UNITS, VARIABLE_DECIMAL, ZONED_TIME,
                                        ZONED_TIMESTAMP, Bad, FieldSpec, Modes, column_decoder, field_spec,
-                                       image_maker, is_placeholder)
+                                       image_maker, is_placeholder, key_maker)
 from core import errors as E
 from core.errors import RegistryRefused, RegistryUnavailable
 from core.config import JobConfig, TableConfig
@@ -302,6 +302,18 @@ class _Plans:
             self._images[k] = hit
         return hit[1]
 
+    def key(self, table: TableConfig, fields: dict[str, FieldSpec], what: str):
+        """The maker of a primary key from the Avro reader's key tuple (fields in ``fields``'
+        order); a writer schema that does not fit the key columns raises here, as in ``get``."""
+        k = (table.name, id(fields), what)
+        hit = self._images.get(k)
+        if hit is None or hit[0] is not fields:
+            plan = self.get(table, fields, "key")
+            types = dict(table.columns)
+            hit = (fields, key_maker(plan, tuple(types[c] for c, _, _ in plan), _modes(table), tuple(fields), what))
+            self._images[k] = hit
+        return hit[1]
+
     def get(self, table: TableConfig, fields: dict[str, FieldSpec] | None, columns: str) -> list:
         k = (table.name, id(fields), columns)
         hit = self._plans.get(k)
@@ -394,8 +406,11 @@ def _message_key(data: Any, table: TableConfig, plans: _Plans, what: str = "mess
     if data is None:
         return None
     if plans.registry is not None and isinstance(data, (bytes, bytearray)) and data[:1] == b"\0":  # an Avro key
-        doc, writer = AV.read(data, plans.registry)
-        return _key_from(doc, _cached("k", writer, None, _key_fields), table, what, plans)
+        doc, writer = AV.read(data, plans.registry, as_tuple=True)
+        fields = _cached("k", writer, None, _key_fields)
+        if doc.__class__ is tuple and fields is not None:  # the key record's fields in its order
+            return plans.key(table, fields, what)(doc)
+        return _key_from(doc, fields, table, what, plans)
     try:
         doc, text = _parse(data, what, "k")
     except Bad as bad:
@@ -721,7 +736,7 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     plans = _Plans(cfg.registry)
     avro_topics = {t.topic for t in cfg.tables if t.encoding == "avro"}
     if avro_topics:  # a registry that does not answer delays the batch here, before any record
-        AV.prefetch(cfg.registry, (x for r in recs if len(r) > 4 and r[0] in avro_topics for x in (r[3], r[4])))
+        AV.prefetch(cfg.registry, recs, avro_topics)
     for rec in recs:
         out.records += 1
         try:

@@ -777,3 +777,42 @@ def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[s
         _IMAGES.clear()
     _IMAGES[key] = scope["image"]
     return scope["image"]
+
+
+def key_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[str, ...], what: str):
+    """A function from a key tuple (the Avro reader's values of a key record's fields, in the
+    order ``names``) to the primary key: what connectors.debezium's ``_key_from`` makes of the
+    same values in a dict, and the same Bad where it raises one (``plan``: (column, field
+    spec, decoder) per primary-key column, as for ``image_maker``)."""
+    key = (tuple((c, spec) for c, spec, _ in plan), types, modes, names, what, "key")
+    hit = _IMAGES.get(key)
+    if hit is not None:
+        return hit
+    pos = {n: k for k, n in enumerate(names)}
+    scope: dict[str, Any] = {"is_placeholder": is_placeholder, "Bad": Bad, "MISSING": E.DATA_MISSING_KEY,
+                             "TD": dt.timedelta, "EPOCH_TS": EPOCH_TS, "EPOCH_DATE": EPOCH_DATE,
+                             "TS_INF": _TS_INFINITY[10**3], "DATE_INF": DATE_INFINITY, "DEC": Decimal,
+                             "EXACT": EXACT, "FROM_BYTES": int.from_bytes}
+    lines = ["def key(t):", "    (" + "".join(f"x{k}, " for k in range(len(names))) + ") = t"]
+    out = []
+    for j, (c, spec, dec) in enumerate(plan):
+        y = f"y{j}"
+        out.append(y)
+        if c not in pos:
+            lines.append(f"    raise Bad(MISSING, {f'{what} has no value for primary-key column {c!r}'!r})")
+            break
+        x = f"x{pos[c]}"
+        scope[f"D{j}"], scope[f"S{j}"], scope[f"W{j}"] = dec, spec, f"{what} column {c!r}"
+        lines += [f"    if {x} is None:", f"        raise Bad(MISSING, {f'{what} has no value for primary-key column {c!r}'!r})"]
+        if spec is None or spec.type not in _NEVER_PLACEHOLDER:
+            lines += [f"    if is_placeholder({x}, S{j}):",
+                      f"        raise Bad(MISSING, {f'{what}: primary-key column {c!r} is unavailable'!r})"]
+        short = getattr(dec, "short", None)
+        lines += _short_path(short, x, y, f"D{j}", f"W{j}", "    ") if short else [f"    {y} = D{j}({x}, W{j})"]
+    else:
+        lines.append("    return (" + "".join(f"{y}, " for y in out) + ")")
+    exec(compile("\n".join(lines), "<avro key>", "exec"), scope)  # noqa: S102 - source generated above
+    if len(_IMAGES) >= 1024:
+        _IMAGES.clear()
+    _IMAGES[key] = scope["key"]
+    return scope["key"]
