@@ -142,14 +142,16 @@ class _Gen:
             else:
                 return t
 
-    def record_func(self, rec: dict, build: bool = True, keep: Any = None) -> str:
+    def record_func(self, rec: dict, build: bool = True, keep: Any = None, top: bool = False) -> str:
         """The function reading a record: building every field, the fields in ``keep`` (the
-        others validated only), or none (``build`` False: validated only, returns None)."""
-        k = (rec["name"], build, tuple(sorted(keep.items())) if isinstance(keep, dict) else keep)
+        others validated only), or none (``build`` False: validated only, returns None).
+        ``top``: the body's own record, as ``read(b, i)`` (one call less a record), which
+        checks that the body ends with it."""
+        k = (rec["name"], build, tuple(sorted(keep.items())) if isinstance(keep, dict) else keep, top)
         fn = self.funcs.get(k)
         if fn is not None:
             return fn
-        fn = self.funcs[k] = f"r{len(self.funcs)}"
+        fn = self.funcs[k] = "read" if top else f"r{len(self.funcs)}"
         lines: list[str] = []
         out = []
         fields = rec["fields"]
@@ -195,10 +197,15 @@ class _Gen:
             result = "(" + "".join(f"{v}, " for _, v in out) + ")"
         else:
             result = "{" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}"
-        head = [f"def {fn}(b, i, L):"]
-        if parts and any(isinstance(x, str) for x in parts) and any(not isinstance(x, str) for x in parts):
-            head, lines = self.template(fn, parts, out, result, lines)
-        lines.append(f"    return {result}, i")
+        if top:
+            head = ["def read(b, i):", "    L = len(b)"]
+            lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
+                      f"    return {result}"]
+        else:
+            head = [f"def {fn}(b, i, L):"]
+            if parts and any(isinstance(x, str) for x in parts) and any(not isinstance(x, str) for x in parts):
+                head, lines = self.template(fn, parts, out, result, lines)
+            lines.append(f"    return {result}, i")
         self.sources.append("\n".join(head + lines))
         return fn
 
@@ -453,11 +460,16 @@ def compile_reader(parsed: Any, skip: dict | str | None = None) -> Callable[[byt
         named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
         gen = _Gen(named)
         top = gen.resolve(parsed)
-        lines = ["def read(b, i):", "    L = len(b)"]
-        expr = gen.emit(top, lines, 1, True, AS_TUPLE if skip is AS_TUPLE else dict(skip) if skip else None)
-        lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
-                  f"    return {expr}"]
-        src = "\n\n".join(gen.sources + ["\n".join(lines)])
+        keep = AS_TUPLE if skip is AS_TUPLE else dict(skip) if skip else None
+        if isinstance(top, dict) and top.get("type") in ("record", "error"):
+            gen.record_func(top, True, keep, top=True)
+            src = "\n\n".join(gen.sources)
+        else:
+            lines = ["def read(b, i):", "    L = len(b)"]
+            expr = gen.emit(top, lines, 1, True, keep)
+            lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
+                      f"    return {expr}"]
+            src = "\n\n".join(gen.sources + ["\n".join(lines)])
         scope: dict[str, Any] = {"Corrupt": Corrupt, "varint_tail": varint_tail, "bad_number": bad_number,
                                  "retemplate": retemplate,
                                  "_FLOAT": _FLOAT, "_DOUBLE": _DOUBLE, "_LONG_OK": _LONG_OK, "_INT_OK": _INT_OK,

@@ -43,6 +43,8 @@ _PLACEHOLDER_FORMS = (PLACEHOLDER, [PLACEHOLDER], list(PLACEHOLDER.encode()))
 EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH_ORDINAL = EPOCH_DATE.toordinal()
+from_ordinal = dt.date.fromordinal
 INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 CONNECT_INT_RANGE = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 _DECIMAL_TYPE = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
@@ -637,9 +639,9 @@ def column_decoder(typ: str, spec: FieldSpec | None, modes: Modes):
     if typ == "date" and (spec is None or name in DATE_NAMES):
         def dec_days(raw: Any, what: str) -> Any:
             if raw.__class__ is int and raw not in DATE_INFINITY:
-                try:
-                    return EPOCH_DATE + dt.timedelta(days=raw)
-                except OverflowError:
+                try:  # EPOCH_DATE + timedelta(days=raw), 4x faster; out of range either way: general says why
+                    return from_ordinal(EPOCH_ORDINAL + raw)
+                except (OverflowError, ValueError):
                     pass
             return general(raw, what)
         dec_days.short = ("days",)
@@ -701,8 +703,10 @@ _IMAGES: dict[tuple, Any] = {}  # the compiled image makers, by what they are ma
 def _short_path(short: tuple, x: str, y: str, d: str, w: str, p: str) -> list[str]:
     """Lines that set ``y`` as the column decoder ``d`` with this ``short`` path sets it for the
     value ``x`` (its short path inline, else ``d(x, w)``): the same tests, in the same order,
-    as the decoders in ``column_decoder`` and ``_decimal_decoder``."""
+    as the decoders in ``column_decoder`` and ``_decimal_decoder`` (``_avro_short``: none)."""
     kind = short[0]
+    if kind == "int" and len(short) > 3:  # an Avro long/int of the spec's width: it fits (the reader checked)
+        return [f"{p}{y} = {x}"]
     if kind == "int":
         return [f"{p}{y} = {x} if {x}.__class__ is int and {short[1]} <= {x} <= {short[2]} else {d}({x}, {w})"]
     if kind == "str":
@@ -711,9 +715,9 @@ def _short_path(short: tuple, x: str, y: str, d: str, w: str, p: str) -> list[st
         return [f"{p}{y} = {x} if {x}.__class__ is bool else {d}({x}, {w})"]
     if kind in ("us", "days"):
         test, make = (f"{x} not in TS_INF", f"EPOCH_TS + TD(microseconds={x})") if kind == "us" else \
-            (f"{x} not in DATE_INF", f"EPOCH_DATE + TD(days={x})")
+            (f"{x} not in DATE_INF", f"FROM_ORDINAL(EPOCH_ORDINAL + {x})")
         return [f"{p}{y} = None", f"{p}if {x}.__class__ is int and {test}:", f"{p}    try:",
-                f"{p}        {y} = {make}", f"{p}    except OverflowError:", f"{p}        pass",
+                f"{p}        {y} = {make}", f"{p}    except (OverflowError, ValueError):", f"{p}        pass",
                 f"{p}if {y} is None:", f"{p}    {y} = {d}({x}, {w})"]
     if kind == "unscaled":  # the Avro branch of dec_unscaled (JSON's base64 text goes to the decoder)
         return [f"{p}{y} = None", f"{p}if {x}.__class__ is bytes and len({x}) <= 18:",
@@ -722,6 +726,18 @@ def _short_path(short: tuple, x: str, y: str, d: str, w: str, p: str) -> list[st
                 f"{p}        if {y}.adjusted() >= {short[2]}:", f"{p}            {y} = None",
                 f"{p}if {y} is None:", f"{p}    {y} = {d}({x}, {w})"]
     raise ValueError(kind)
+
+
+def _avro_short(dec: Any, spec: FieldSpec | None) -> tuple | None:
+    """The short path of a column decoder for a value the strict Avro reader made: an int
+    field (int32, int64: the reader refuses a number past the width) whose every value the
+    column takes needs no test at all."""
+    short = getattr(dec, "short", None)
+    if short is not None and short[0] == "int" and spec is not None and spec.type in ("int32", "int64"):
+        bits = CONNECT_INT_RANGE[spec.type]
+        if short[1] <= -(2**bits) and short[2] >= 2**bits - 1:
+            return short + ("fits",)
+    return short
 
 
 def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[str, ...], which: str,
@@ -742,7 +758,7 @@ def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[s
                              "is_placeholder": is_placeholder, "Bad": Bad, "make": make, "TD": dt.timedelta,
                              "EPOCH_TS": EPOCH_TS, "EPOCH_DATE": EPOCH_DATE, "TS_INF": _TS_INFINITY[10**3],
                              "DATE_INF": DATE_INFINITY, "DEC": Decimal, "EXACT": EXACT,
-                             "FROM_BYTES": int.from_bytes}
+                             "FROM_BYTES": int.from_bytes, "FROM_ORDINAL": from_ordinal, "EPOCH_ORDINAL": EPOCH_ORDINAL}
     lines = ["def image(t):", "    (" + "".join(f"x{k}, " for k in range(len(names))) + ") = t",
              "    unavailable = []", "    ignored = 0"]
     missing, out = [], []
@@ -755,11 +771,11 @@ def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[s
             continue
         x = f"x{pos[c]}"
         scope[f"D{j}"], scope[f"S{j}"], scope[f"W{j}"] = dec, spec, f"'{which}' column {c!r}"
-        short = getattr(dec, "short", None)
+        short = _avro_short(dec, spec)
         p = "            " if lenient else "        "
         body = _short_path(short, x, y, f"D{j}", f"W{j}", p) if short else [f"{p}{y} = D{j}({x}, W{j})"]
         lines += [f"    if {x} is None:", f"        {y} = None"]
-        maybe_ph = spec is None or spec.type not in _NEVER_PLACEHOLDER
+        maybe_ph = spec is None or not (spec.type in _NEVER_PLACEHOLDER or spec.type == "bytes" and spec.name)
         if lenient:
             if maybe_ph:
                 lines += [f"    elif is_placeholder({x}, S{j}):", f"        {y} = None"]
@@ -792,7 +808,8 @@ def key_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[str
     scope: dict[str, Any] = {"is_placeholder": is_placeholder, "Bad": Bad, "MISSING": E.DATA_MISSING_KEY,
                              "TD": dt.timedelta, "EPOCH_TS": EPOCH_TS, "EPOCH_DATE": EPOCH_DATE,
                              "TS_INF": _TS_INFINITY[10**3], "DATE_INF": DATE_INFINITY, "DEC": Decimal,
-                             "EXACT": EXACT, "FROM_BYTES": int.from_bytes}
+                             "EXACT": EXACT, "FROM_BYTES": int.from_bytes, "FROM_ORDINAL": from_ordinal,
+                             "EPOCH_ORDINAL": EPOCH_ORDINAL}
     lines = ["def key(t):", "    (" + "".join(f"x{k}, " for k in range(len(names))) + ") = t"]
     out = []
     for j, (c, spec, dec) in enumerate(plan):
@@ -804,10 +821,10 @@ def key_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[str
         x = f"x{pos[c]}"
         scope[f"D{j}"], scope[f"S{j}"], scope[f"W{j}"] = dec, spec, f"{what} column {c!r}"
         lines += [f"    if {x} is None:", f"        raise Bad(MISSING, {f'{what} has no value for primary-key column {c!r}'!r})"]
-        if spec is None or spec.type not in _NEVER_PLACEHOLDER:
+        if spec is None or not (spec.type in _NEVER_PLACEHOLDER or spec.type == "bytes" and spec.name):
             lines += [f"    if is_placeholder({x}, S{j}):",
                       f"        raise Bad(MISSING, {f'{what}: primary-key column {c!r} is unavailable'!r})"]
-        short = getattr(dec, "short", None)
+        short = _avro_short(dec, spec)
         lines += _short_path(short, x, y, f"D{j}", f"W{j}", "    ") if short else [f"    {y} = D{j}({x}, W{j})"]
     else:
         lines.append("    return (" + "".join(f"{y}, " for y in out) + ")")
