@@ -379,30 +379,75 @@ def read(value: Any, registry, envelope: bool = False, as_tuple: bool = False) -
     w = _SCHEMAS.get((registry.url, sid))
     if w.__class__ is not Writer:  # not fetched yet, or known to be bad: ``schema`` fetches or raises
         w = schema(registry, sid)
-    if envelope:
-        reader = w.envelope_reader
-        if reader is _UNSET:
-            reader = w.envelope()
-    elif as_tuple:
-        reader = w.tuple_reader
-        if reader is _UNSET:
-            reader = w.as_tuple()
-        reader = reader or w.reader
-    else:
-        reader = w.reader
+    reader = _reader_of(w, envelope, as_tuple)
     if reader is None:
         return _read_checked(data[start:], sid, w), w
     try:
         return reader(data, start), w
-    except (IndexError, struct.error):
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({len(data) - start} bytes) ends before its schema {sid} "
-                                       "does") from None
-    except Corrupt as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"an Avro string is not UTF-8 (schema {sid}): {e.reason}") from None
-    except (RecursionError, MemoryError, OverflowError) as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body does not read by schema {sid}: {type(e).__name__}") from None
+    except _BODY_ERRORS as e:
+        raise _body_error(e, len(data) - start, sid) from None
+
+
+def read_all(values: list, registry, envelope: bool = False, as_tuple: bool = False) -> list:
+    """``read`` of each value, in one loop (a batch's values, most of one schema: the reader of
+    the last value's schema is used again while the 5-byte prefix is the same): per value,
+    (the decoded body, its Writer), the exception ``read`` raises for it, or None for a value
+    that is None or, with ``as_tuple`` (keys), not bytes starting with the magic byte. A
+    registry that does not answer or refuses raises here, before any of them is decoded (the
+    schemas are fetched as ``prefetch`` fetches them)."""
+    out: list = []
+    append = out.append
+    head = w = reader = None
+    for v in values:
+        if head is not None and v.__class__ is bytes and v.startswith(head):
+            try:
+                append((reader(v, PREFIX), w))
+            except _BODY_ERRORS as e:
+                append(_body_error(e, len(v) - PREFIX, w.schema_id))
+            except Exception as e:  # noqa: BLE001 - handed to the record's decoding, which raises it there
+                append(e)
+            continue
+        if v is None or as_tuple and not (isinstance(v, (bytes, bytearray)) and v[:1] == b"\0"):
+            append(None)
+            continue
+        try:
+            got = read(v, registry, envelope, as_tuple)
+        except (RegistryUnavailable, RegistryRefused):
+            raise
+        except Exception as e:  # noqa: BLE001 - as above
+            append(e)
+            continue
+        append(got)
+        head = None
+        if v.__class__ is bytes and len(v) >= PREFIX and v[0] == MAGIC:
+            reader = _reader_of(got[1], envelope, as_tuple)
+            if reader is not None:
+                head, w = v[:PREFIX], got[1]
+    return out
+
+
+def _reader_of(w: Writer, envelope: bool, as_tuple: bool) -> Callable[[bytes, int], Any] | None:
+    if envelope:
+        reader = w.envelope_reader
+        return w.envelope() if reader is _UNSET else reader
+    if as_tuple:
+        reader = w.tuple_reader
+        return (w.as_tuple() if reader is _UNSET else reader) or w.reader
+    return w.reader
+
+
+_BODY_ERRORS = (IndexError, struct.error, Corrupt, UnicodeDecodeError, RecursionError, MemoryError, OverflowError)
+
+
+def _body_error(e: Exception, size: int, sid: int) -> Bad:
+    """The Bad of a body the generated reader refused with ``e`` (one of _BODY_ERRORS)."""
+    if isinstance(e, (IndexError, struct.error)):
+        return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({size} bytes) ends before its schema {sid} does")
+    if isinstance(e, Corrupt):
+        return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid}: {e}")
+    if isinstance(e, UnicodeDecodeError):
+        return Bad(E.DATA_AVRO_CORRUPT, f"an Avro string is not UTF-8 (schema {sid}): {e.reason}")
+    return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body does not read by schema {sid}: {type(e).__name__}")
 
 
 def _read_checked(body: bytes, sid: int, w: Writer) -> Any:

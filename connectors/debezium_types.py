@@ -776,16 +776,16 @@ def image_maker(plan: list, types: tuple[str, ...], modes: Modes, names: tuple[s
         body = _short_path(short, x, y, f"D{j}", f"W{j}", p) if short else [f"{p}{y} = D{j}({x}, W{j})"]
         lines += [f"    if {x} is None:", f"        {y} = None"]
         maybe_ph = spec is None or not (spec.type in _NEVER_PLACEHOLDER or spec.type == "bytes" and spec.name)
+        ph = f"(({x}.__class__ is str and ({x} == PH or {x} == PH64)) or {x}.__class__ is list" \
+             f" or ({x}.__class__ is bytes and {x} == PHB)) and is_placeholder({x}, S{j})"  # the test of _image
         if lenient:
-            if maybe_ph:
-                lines += [f"    elif is_placeholder({x}, S{j}):", f"        {y} = None"]
+            if maybe_ph:  # is_placeholder alone in _image: the same for every value, the test first only quicker
+                lines += [f"    elif {ph}:", f"        {y} = None"]
             lines += ["    else:", "        try:"] + body + \
                      ["        except Bad:", f"            {y} = None", "            ignored += 1"]
         else:
-            if maybe_ph:  # the test of connectors.debezium._image
-                lines += [f"    elif (({x}.__class__ is str and ({x} == PH or {x} == PH64)) or {x}.__class__ is list"
-                          f" or ({x}.__class__ is bytes and {x} == PHB)) and is_placeholder({x}, S{j}):",
-                          f"        unavailable.append({c!r})", f"        {y} = None"]
+            if maybe_ph:
+                lines += [f"    elif {ph}:", f"        unavailable.append({c!r})", f"        {y} = None"]
             lines += ["    else:"] + body
     lines.append("    return make({" + ", ".join(out) + f"}}, unavailable, {missing!r}, ignored)")
     exec(compile("\n".join(lines), "<avro image>", "exec"), scope)  # noqa: S102 - source generated above
