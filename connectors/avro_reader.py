@@ -117,6 +117,7 @@ class _Gen:
     def __init__(self, named: dict) -> None:
         self.named = named
         self.funcs: dict[str, str] = {}  # record full name -> function name
+        self.templates: dict[str, tuple[str, str]] = {}  # function name -> (template state, value from tv)
         self.sources: list[str] = []
         self.consts: dict[str, Any] = {}
         self.n = 0
@@ -209,6 +210,18 @@ class _Gen:
         self.sources.append("\n".join(head + lines))
         return fn
 
+    def call(self, fn: str, v: str, lines: list, ind: int) -> None:
+        """``v, i = fn(b, i, L)``; for a record with a template (``template``), its match tried
+        here first, one call less when it matches."""
+        p = "    " * ind
+        if fn not in self.templates:
+            lines.append(f"{p}{v}, i = {fn}(b, i, L)")
+            return
+        state, expr = self.templates[fn]
+        lines += [f"{p}tp = {state}[0]", f"{p}m = tp[0](b, i) if tp is not None else None", f"{p}if m is not None:",
+                  f"{p}    {state}[1] += 1", f"{p}    tv = tp[1]", f"{p}    {v} = {expr}", f"{p}    i = m.end()",
+                  f"{p}else:", f"{p}    {v}, i = {fn}(b, i, L)"]
+
     def template(self, fn: str, parts: list, out: list, result: str, lines: list) -> tuple[list, list]:
         """A record made only of remembered text runs and numbers checked only (Debezium's
         source): after a record is read field by field, its remembered runs' bytes and the
@@ -222,9 +235,8 @@ class _Gen:
         expr = result
         for j, v in enumerate(names):  # the values from the template's tuple
             expr = re.sub(rf"\b{v}\b", f"tv[{j}]", expr)
-        head = [f"def {fn}(b, i, L):", f"    tp = {state}[0]", "    if tp is not None:",
-                "        m = tp[0](b, i)", "        if m is not None:", f"            {state}[1] += 1",
-                "            tv = tp[1]", f"            return {expr}, m.end()"]
+        head = [f"def {fn}(b, i, L):"]  # the match is tried where the record is read (``call``)
+        self.templates[fn] = (state, expr)
         literal = self.const(tuple(isinstance(x, str) for x in parts))
         pieces = "(" + "".join(f"{x}, " if isinstance(x, str) else f"{x!r}, " for x in parts) + ")"
         lines = lines + [f"    retemplate({state}, {literal}, {pieces}, (" + "".join(f"{v}, " for v in names) + "))"]
@@ -341,7 +353,13 @@ class _Gen:
         elif isinstance(t, list):
             self.union(t, v, lines, ind, keep)
         elif isinstance(t, dict) and t.get("type") in ("record", "error"):
-            lines.append(f"{p}{v}, i = {self.record_func(t, True, keep)}(b, i, L)")
+            if keep is AS_TUPLE and not any(self.textual(f["type"]) and self.textual(g["type"])
+                                            for f, g in zip(t["fields"], t["fields"][1:])):
+                # a row record (no remembered text runs, which read at a fixed depth): inline, one call less
+                vs = [self.emit(f["type"], lines, ind, True, None) for f in t["fields"]]
+                lines.append(f"{p}{v} = (" + "".join(f"{x}, " for x in vs) + ")")
+            else:
+                self.call(self.record_func(t, True, keep), v, lines, ind)
         elif isinstance(t, dict) and t.get("type") == "enum":
             syms = t["symbols"]
             k = self.const(tuple(syms))
@@ -378,7 +396,7 @@ class _Gen:
         elif isinstance(t, list):
             self.union(t, None, lines, ind, None)
         elif isinstance(t, dict) and t.get("type") in ("record", "error"):
-            lines.append(f"{p}_, i = {self.record_func(t, False)}(b, i, L)")
+            self.call(self.record_func(t, False), "_", lines, ind)
         elif isinstance(t, dict) and t.get("type") in ("enum", "fixed", "array", "map"):
             self.emit(t, lines, ind)
         else:
