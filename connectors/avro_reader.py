@@ -93,24 +93,29 @@ def _sub(keep: Any, name: str) -> Any:
     return sub if isinstance(sub, frozenset) or sub is AS_TUPLE else None
 
 
-_TEMPLATE_BUILDS = 16  # templates built for a record before it must have earned each one
-_TEMPLATE_EARN = 256  # matches a template must have had before another one replaces it
+_TEMPLATE_BUILDS = 16  # templates built freely for a record; after these, a new one must be earned:
+_TEMPLATE_EARN = 256  # by this many matches of the one it replaces,
+_TEMPLATE_STALE = 1024  # or by this many records it did not match since it was built
 
 
 def retemplate(state: list, literal: tuple, pieces: tuple, values: tuple) -> None:
-    """Build the template of a record just read (``_Gen.template``): ``pieces`` the bytes of
-    its remembered runs (``literal`` True) and its numbers' patterns, in order; ``values``
-    what it made of them."""
-    if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN:
-        if state[1] == 0:
-            state[0] = None  # it never matched: records of this kind change their text, stop trying
+    """Build the template of a record just read field by field (``_Gen.template``): ``pieces``
+    the bytes of its remembered runs (``literal`` True) and its numbers' patterns, in order;
+    ``values`` what it made of them. ``state``: [(match, values) or None, matches since
+    built, builds, matches before, misses since built]. A regular expression costs tens of
+    microseconds to build: past _TEMPLATE_BUILDS, one is built only when the last one earned
+    it, and a record whose templates never matched stops being tried at all."""
+    state[4] += 1
+    if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN and state[4] < _TEMPLATE_STALE:
+        if state[1] == 0 and state[3] == 0:
+            state[0] = None  # no template ever matched: records of this kind change their text, stop trying
         return
     try:
         rx = re.compile(b"".join(re.escape(x) if lit else x for lit, x in zip(literal, pieces)))
     except (re.error, TypeError, OverflowError, RecursionError):
         state[0] = None
         return
-    state[0], state[1], state[2] = (rx.match, values), 0, state[2] + 1
+    state[0], state[1], state[2], state[3], state[4] = (rx.match, values), 0, state[2] + 1, state[3] + state[1], 0
 
 
 class _Gen:
@@ -230,7 +235,7 @@ class _Gen:
         its pattern is a valid encoding, as when checked alone). Rebuilt after a record that
         does not match, up to a limit, so records whose text changes every time (a sequence,
         say) cost a failed match at most, and then nothing (``retemplate``)."""
-        state = self.const([None, 0, 0])  # (match, values) or None; matches since built; builds
+        state = self.const([None, 0, 0, 0, 0])  # see ``retemplate``
         names = [v for _, v in out]
         expr = result
         for j, v in enumerate(names):  # the values from the template's tuple
@@ -302,10 +307,11 @@ class _Gen:
                   f"{p}if c < 128:", f"{p}    {v} = (c >> 1) ^ -(c & 1)",
                   f"{p}else:", f"{p}    {v}, i = varint_tail(b, i, c)"]
 
-    def number(self, v: str, lines: list, ind: int) -> None:
+    def number(self, v: str, lines: list, ind: int, is_int: bool = False) -> None:
         """A varint value (an int or a long): as ``varint``, its two- and three-byte forms read
         inline (a last byte 1-127: a zero would be an over-long form, which ``varint_tail``
-        refuses, as it reads every other form). ``c`` keeps the first byte."""
+        refuses, as it reads every other form). ``is_int``: a longer form is checked to fit
+        32 bits (three bytes hold 21: those fit)."""
         p = "    " * ind
         lines += [f"{p}c = b[i]", f"{p}i += 1",
                   f"{p}if c < 128:", f"{p}    {v} = (c >> 1) ^ -(c & 1)",
@@ -316,6 +322,9 @@ class _Gen:
                   f"{p}        n = (c & 127) | ((d & 127) << 7) | (b[i + 1] << 14)", f"{p}        i += 2",
                   f"{p}        {v} = (n >> 1) ^ -(n & 1)",
                   f"{p}    else:", f"{p}        {v}, i = varint_tail(b, i, c)"]
+        if is_int:
+            lines += [f"{p}        if not {_INT_MIN} <= {v} <= {_INT_MAX}:",
+                      f"{p}            raise Corrupt('an int past 32 bits')"]
 
     def length(self, v: str, what: str, lines: list, ind: int) -> None:
         p = "    " * ind
@@ -337,10 +346,7 @@ class _Gen:
             lines += [f"{p}{v} = b[i]", f"{p}i += 1", f"{p}if {v} > 1:",
                       f"{p}    raise Corrupt(f'a boolean byte {{{v}}}')", f"{p}{v} = {v} == 1"]
         elif t in ("int", "long"):
-            self.number(v, lines, ind)
-            if t == "int":
-                lines += [f"{p}if c >= 128 and not {_INT_MIN} <= {v} <= {_INT_MAX}:",
-                          f"{p}    raise Corrupt('an int past 32 bits')"]
+            self.number(v, lines, ind, t == "int")
         elif t == "float":
             lines += [f"{p}{v} = _FLOAT(b, i)[0]", f"{p}i += 4"]
         elif t == "double":
@@ -411,9 +417,10 @@ class _Gen:
             lines += [f"{p}if not 0 <= {n} < {len(branches)}:", f"{p}    raise Corrupt('a union index out of range')"]
         else:  # every index a single byte, 2 * index (zig-zag): any other byte is no valid index
             lines += [f"{p}{n} = b[i]", f"{p}i += 1"]
-        for k, br in enumerate(branches):
+        order = sorted(enumerate(branches), key=lambda kb: self.resolve(kb[1]) == "null")  # a value's branch first
+        for j, (k, br) in enumerate(order):
             key = 2 * k if len(branches) <= 63 else k
-            lines.append(f"{p}{'if' if k == 0 else 'elif'} {n} == {key}:")
+            lines.append(f"{p}{'if' if j == 0 else 'elif'} {n} == {key}:")
             expr = self.emit(br, lines, ind + 1, v is not None, keep)
             lines.append(f"{p}    {v} = {expr}" if v is not None else f"{p}    pass")
         lines += [f"{p}else:", f"{p}    raise Corrupt(f'a union index byte {{{n}}} out of range')"]
