@@ -95,27 +95,46 @@ def _sub(keep: Any, name: str) -> Any:
 
 _TEMPLATE_BUILDS = 16  # templates built freely for a record; after these, a new one must be earned:
 _TEMPLATE_EARN = 256  # by this many matches of the one it replaces,
-_TEMPLATE_STALE = 1024  # or by this many records it did not match since it was built
+_TEMPLATE_STALE = 256  # or by this many records it did not match since it was built, more than it matched
 
 
-def retemplate(state: list, literal: tuple, pieces: tuple, values: tuple) -> None:
+def retemplate(state: list, pieces: tuple, values: tuple) -> None:
     """Build the template of a record just read field by field (``_Gen.template``): ``pieces``
-    the bytes of its remembered runs (``literal`` True) and its numbers' patterns, in order;
-    ``values`` what it made of them. ``state``: [(match, values) or None, matches since
-    built, builds, matches before, misses since built]. A regular expression costs tens of
-    microseconds to build: past _TEMPLATE_BUILDS, one is built only when the last one earned
-    it, and a record whose templates never matched stops being tried at all."""
+    per field, a pattern (bytes) or (index of its value in ``values``, its union index bytes
+    or None); ``values`` the values the record made. ``state``: [(match, values) or None,
+    matches since built, builds, matches before, misses since built]. A regular expression
+    costs tens of microseconds to build: past _TEMPLATE_BUILDS, one is built only when the
+    last one earned it, and a record whose templates never matched stops being tried at all."""
     state[4] += 1
-    if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN and state[4] < _TEMPLATE_STALE:
+    if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN and not (
+            state[4] >= _TEMPLATE_STALE and state[4] > state[1]):
         if state[1] == 0 and state[3] == 0:
             state[0] = None  # no template ever matched: records of this kind change their text, stop trying
         return
     try:
-        rx = re.compile(b"".join(re.escape(x) if lit else x for lit, x in zip(literal, pieces)))
+        rx = re.compile(b"".join(x if x.__class__ is bytes else re.escape(_text_bytes(values[x[0]], x[1]))
+                                 for x in pieces))
     except (re.error, TypeError, OverflowError, RecursionError):
         state[0] = None
         return
     state[0], state[1], state[2], state[3], state[4] = (rx.match, values), 0, state[2] + 1, state[3] + state[1], 0
+
+
+# a text of up to 63 ASCII bytes: its one-byte length prefix (2n) and n bytes below 0x80
+_ASCII_TEXT = b"(?:" + b"|".join(b"\\x%02x[\\x00-\\x7f]{%d}" % (2 * n, n) for n in range(64)) + b")"
+
+
+def _text_bytes(v: str | None, branches: dict | None) -> bytes:
+    """The Avro encoding of a text value (a string, or a union of null and string)."""
+    if v is None:
+        return bytes([branches["null"]])
+    raw = v.encode()
+    n, size = 2 * len(raw), bytearray()
+    while n >= 0x80:
+        size.append(n & 0x7F | 0x80)
+        n >>= 7
+    size.append(n)
+    return (bytes([branches["string"]]) if branches is not None else b"") + bytes(size) + raw
 
 
 class _Gen:
@@ -161,18 +180,20 @@ class _Gen:
         lines: list[str] = []
         out = []
         fields = rec["fields"]
-        parts: list | None = []  # the record as remembered runs and checked numbers, if it is only those
+        parts: list | None = []  # the record as text and numbers checked only, or text made: see ``template``
         k = 0
         while k < len(fields):
             run = 0
             while k + run < len(fields) and self.textual(fields[k + run]["type"]):
                 run += 1
             if run >= 2:  # text fields that repeat record after record (Debezium's source): remembered
-                lines.append(f"    s{k} = i")
-                out += self.memo_run(fields[k:k + run], build, keep, lines)
-                lines.append(f"    e{k} = i")
+                got = self.memo_run(fields[k:k + run], build, keep, lines)
                 if parts is not None:
-                    parts.append(f"b[s{k}:e{k}]")
+                    made = dict(got)
+                    for f in fields[k:k + run]:  # a made one: its value's bytes; another: any short ASCII text
+                        parts.append((len(out) + list(made).index(f["name"]), self.text_branches(f["type"]))
+                                     if f["name"] in made else self.text_pattern(f["type"]))
+                out += got
                 k += run
                 continue
             run = 0
@@ -191,7 +212,7 @@ class _Gen:
             if want:
                 out.append((f["name"], v))
             if parts is not None:
-                pat = None if want else self.pattern(f["type"])
+                pat = None if want else self.pattern(f["type"]) or self.text_pattern(f["type"])
                 if pat is None:
                     parts = None
                 else:
@@ -209,7 +230,7 @@ class _Gen:
                       f"    return {result}"]
         else:
             head = [f"def {fn}(b, i, L):"]
-            if parts and any(isinstance(x, str) for x in parts) and any(not isinstance(x, str) for x in parts):
+            if parts and len(parts) >= 3 and any(self.textual(f["type"]) for f in fields):
                 head, lines = self.template(fn, parts, out, result, lines)
             lines.append(f"    return {result}, i")
         self.sources.append("\n".join(head + lines))
@@ -228,13 +249,15 @@ class _Gen:
                   f"{p}else:", f"{p}    {v}, i = {fn}(b, i, L)"]
 
     def template(self, fn: str, parts: list, out: list, result: str, lines: list) -> tuple[list, list]:
-        """A record made only of remembered text runs and numbers checked only (Debezium's
-        source): after a record is read field by field, its remembered runs' bytes and the
-        numbers' patterns make one regular expression; the next record it matches is read in
-        one match, with the values remembered (the same bytes read the same; a number matching
-        its pattern is a valid encoding, as when checked alone). Rebuilt after a record that
-        does not match, up to a limit, so records whose text changes every time (a sequence,
-        say) cost a failed match at most, and then nothing (``retemplate``)."""
+        """A record made only of text and of numbers checked only, its only values made some
+        of the text (Debezium's source: its table): after a record is read field by field,
+        one regular expression of the record: each made text field the bytes of the value just
+        read, each other text field any text of up to 63 ASCII bytes (what ``text_pattern``
+        matches is valid UTF-8 of the length its prefix says), each number its pattern. The
+        next record it matches is read in one match, with the values remembered (the same
+        bytes read the same; the rest matches only encodings the field's own check accepts;
+        a record it does not match is read field by field). Rebuilt when a made value changes,
+        within the limits of ``retemplate``."""
         state = self.const([None, 0, 0, 0, 0])  # see ``retemplate``
         names = [v for _, v in out]
         expr = result
@@ -242,10 +265,25 @@ class _Gen:
             expr = re.sub(rf"\b{v}\b", f"tv[{j}]", expr)
         head = [f"def {fn}(b, i, L):"]  # the match is tried where the record is read (``call``)
         self.templates[fn] = (state, expr)
-        literal = self.const(tuple(isinstance(x, str) for x in parts))
-        pieces = "(" + "".join(f"{x}, " if isinstance(x, str) else f"{x!r}, " for x in parts) + ")"
-        lines = lines + [f"    retemplate({state}, {literal}, {pieces}, (" + "".join(f"{v}, " for v in names) + "))"]
+        pieces = self.const(tuple(parts))
+        lines = lines + [f"    retemplate({state}, {pieces}, (" + "".join(f"{v}, " for v in names) + "))"]
         return head, lines
+
+    def text_branches(self, t: Any) -> dict | None:
+        """A text type's union index bytes by branch ("null", "string"); None for a plain string."""
+        t = self.resolve(t)
+        return {self.resolve(x): 2 * k for k, x in enumerate(t)} if isinstance(t, list) else None
+
+    def text_pattern(self, t: Any) -> bytes | None:
+        """For a text type (``textual``): a regular expression matching a value of up to 63
+        ASCII bytes (a one-byte length prefix; ASCII is valid UTF-8) or null; None otherwise."""
+        if not self.textual(t):
+            return None
+        branches = self.text_branches(t)
+        if branches is None:
+            return _ASCII_TEXT
+        return b"(?:" + b"|".join(b"\\x%02x" % k + (_ASCII_TEXT if x == "string" else b"")
+                                  for x, k in branches.items()) + b")"
 
     def pattern(self, t: Any) -> bytes | None:
         """A regular expression matching exactly the encodings ``skip`` accepts for ``t`` (the
