@@ -98,13 +98,16 @@ _TEMPLATE_EARN = 256  # by this many matches of the one it replaces,
 _TEMPLATE_STALE = 256  # or by this many records it did not match since it was built, more than it matched
 
 
-def retemplate(state: list, pieces: tuple, values: tuple) -> None:
+def retemplate(state: list, pieces: tuple, values: tuple, cuts: tuple = (), runs: tuple = ()) -> None:
     """Build the template of a record just read field by field (``_Gen.template``): ``pieces``
     per field, a pattern (bytes) or (index of its value in ``values``, its union index bytes
     or None); ``values`` the values the record made. ``state``: [(match, values) or None,
     matches since built, builds, matches before, misses since built]. A regular expression
     costs tens of microseconds to build: past _TEMPLATE_BUILDS, one is built only when the
-    last one earned it, and a record whose templates never matched stops being tried at all."""
+    last one earned it, and a record whose templates never matched stops being tried at all.
+    ``cuts``: the remembered runs as (first piece, end piece), ``runs`` their bytes in the
+    record just read: a second template with those bytes as they are, tried first (state[0]
+    is (literal match, values, general match))."""
     state[4] += 1
     if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN and not (
             state[4] >= _TEMPLATE_STALE and state[4] > state[1]):
@@ -112,12 +115,16 @@ def retemplate(state: list, pieces: tuple, values: tuple) -> None:
             state[0] = None  # no template ever matched: records of this kind change their text, stop trying
         return
     try:
-        rx = re.compile(b"".join(x if x.__class__ is bytes else re.escape(_text_bytes(values[x[0]], x[1]))
-                                 for x in pieces))
+        one = [x if x.__class__ is bytes else re.escape(_text_bytes(values[x[0]], x[1])) for x in pieces]
+        rx = re.compile(b"".join(one))
+        for (a, z), run in sorted(zip(cuts, runs), reverse=True):  # from the end: the indexes stay right
+            one[a:z] = [re.escape(run)]
+        lit = re.compile(b"".join(one))
     except (re.error, TypeError, OverflowError, RecursionError):
         state[0] = None
         return
-    state[0], state[1], state[2], state[3], state[4] = (rx.match, values), 0, state[2] + 1, state[3] + state[1], 0
+    state[0], state[1], state[2], state[3], state[4] = (lit.match, values, rx.match), 0, state[2] + 1, \
+        state[3] + state[1], 0
 
 
 # a text of up to 63 ASCII bytes: its one-byte length prefix (2n) and n bytes below 0x80
@@ -181,14 +188,18 @@ class _Gen:
         out = []
         fields = rec["fields"]
         parts: list | None = []  # the record as text and numbers checked only, or text made: see ``template``
+        spans: list = []  # the remembered runs: (first part, end part, their bytes in the record just read)
         k = 0
         while k < len(fields):
             run = 0
             while k + run < len(fields) and self.textual(fields[k + run]["type"]):
                 run += 1
             if run >= 2:  # text fields that repeat record after record (Debezium's source): remembered
+                lines.append(f"    s{k} = i")
                 got = self.memo_run(fields[k:k + run], build, keep, lines)
+                lines.append(f"    e{k} = i")
                 if parts is not None:
+                    spans.append((len(parts), len(parts) + run, f"b[s{k}:e{k}]"))
                     made = dict(got)
                     for f in fields[k:k + run]:  # a made one: its value's bytes; another: any short ASCII text
                         parts.append((len(out) + list(made).index(f["name"]), self.text_branches(f["type"]))
@@ -231,7 +242,7 @@ class _Gen:
         else:
             head = [f"def {fn}(b, i, L):"]
             if parts and len(parts) >= 3 and any(self.textual(f["type"]) for f in fields):
-                head, lines = self.template(fn, parts, out, result, lines)
+                head, lines = self.template(fn, parts, spans, out, result, lines)
             lines.append(f"    return {result}, i")
         self.sources.append("\n".join(head + lines))
         return fn
@@ -244,11 +255,12 @@ class _Gen:
             lines.append(f"{p}{v}, i = {fn}(b, i, L)")
             return
         state, expr = self.templates[fn]
-        lines += [f"{p}tp = {state}[0]", f"{p}m = tp[0](b, i) if tp is not None else None", f"{p}if m is not None:",
+        lines += [f"{p}tp = {state}[0]", f"{p}m = tp[0](b, i) or tp[2](b, i) if tp is not None else None",
+                  f"{p}if m is not None:",
                   f"{p}    {state}[1] += 1", f"{p}    tv = tp[1]", f"{p}    {v} = {expr}", f"{p}    i = m.end()",
                   f"{p}else:", f"{p}    {v}, i = {fn}(b, i, L)"]
 
-    def template(self, fn: str, parts: list, out: list, result: str, lines: list) -> tuple[list, list]:
+    def template(self, fn: str, parts: list, spans: list, out: list, result: str, lines: list) -> tuple[list, list]:
         """A record made only of text and of numbers checked only, its only values made some
         of the text (Debezium's source: its table): after a record is read field by field,
         one regular expression of the record: each made text field the bytes of the value just
@@ -257,7 +269,8 @@ class _Gen:
         next record it matches is read in one match, with the values remembered (the same
         bytes read the same; the rest matches only encodings the field's own check accepts;
         a record it does not match is read field by field). Rebuilt when a made value changes,
-        within the limits of ``retemplate``."""
+        within the limits of ``retemplate``. Beside it, a template with the remembered runs'
+        bytes as they were (``spans``), tried first: text that repeats matches it faster."""
         state = self.const([None, 0, 0, 0, 0])  # see ``retemplate``
         names = [v for _, v in out]
         expr = result
@@ -266,7 +279,9 @@ class _Gen:
         head = [f"def {fn}(b, i, L):"]  # the match is tried where the record is read (``call``)
         self.templates[fn] = (state, expr)
         pieces = self.const(tuple(parts))
-        lines = lines + [f"    retemplate({state}, {pieces}, (" + "".join(f"{v}, " for v in names) + "))"]
+        cuts = self.const(tuple((a, z) for a, z, _ in spans))
+        lines = lines + [f"    retemplate({state}, {pieces}, (" + "".join(f"{v}, " for v in names) + "), "
+                         f"{cuts}, (" + "".join(f"{x}, " for _, _, x in spans) + "))"]
         return head, lines
 
     def text_branches(self, t: Any) -> dict | None:
