@@ -13,6 +13,11 @@ converters write), so the JSON path's type rules (connectors.debezium_types) app
 unchanged. Avro logical types are not applied: a Decimal's unscaled bytes, a Date's days and
 a MicroTimestamp's microseconds reach those rules as Debezium wrote them, with no rounding.
 
+For the decoder's own use, the envelope's ``before`` and ``after`` and a key's record come as
+tuples of their fields in the writer's order (``Writer.envelope``, ``Writer.as_tuple``:
+connectors.debezium maps them to the declared columns by position, without a dict per row),
+and a batch's values or keys are read in one loop (``read_all``).
+
 Bad input raises ``Bad`` with a ``DATA_AVRO_*`` code (wrong first byte or too short, unknown
 id, unusable schema, a body that does not read exactly). A registry that does not answer is
 not bad input: ``schema`` retries every ``retry_s`` seconds (one line on stderr when it
