@@ -116,6 +116,8 @@ def retemplate(state: list, pieces: tuple, values: tuple, cuts: tuple = (), runs
     ``cuts``: the remembered runs as (first piece, end piece), ``runs`` their bytes in the
     record just read: a second template with those bytes as they are, tried first (state[0]
     is (literal match, values, general match))."""
+    if state[0] is None and state[2] >= _TEMPLATE_BUILDS:
+        return  # given up on this record's templates
     state[4] += 1
     if state[2] >= _TEMPLATE_BUILDS and state[1] < _TEMPLATE_EARN and not (
             state[4] >= _TEMPLATE_STALE and state[4] > state[1]):
@@ -129,7 +131,7 @@ def retemplate(state: list, pieces: tuple, values: tuple, cuts: tuple = (), runs
             one[a:z] = [re.escape(run)]
         lit = re.compile(b"".join(one))
     except (re.error, TypeError, OverflowError, RecursionError):
-        state[0] = None
+        state[0], state[2] = None, _TEMPLATE_BUILDS  # given up
         return
     state[0], state[1], state[2], state[3], state[4] = (lit.match, values, rx.match), 0, state[2] + 1, \
         state[3] + state[1], 0
