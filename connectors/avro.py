@@ -69,6 +69,7 @@ class Writer:
     specs: dict = field(default_factory=dict)  # kind -> field specs, filled by connectors.debezium
     # the strict reader generated for this schema (connectors.avro_reader); None: fastavro + re-encoding
     reader: Callable[[bytes, int], Any] | None = None
+    envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
     row_fields: tuple[str, ...] | None = None  # the field names of the envelope reader's row tuples
     tuple_reader: Any = _UNSET  # the reader making the top record a tuple of its fields (a key's)
 
@@ -80,7 +81,6 @@ class Writer:
             ok = self.reader is not None and len(set(names)) == len(names)
             self.tuple_reader = compile_reader(self.parsed, AS_TUPLE) if ok else None
         return self.tuple_reader
-    envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
 
     def envelope(self) -> Callable[[bytes, int], Any] | None:
         """The envelope's reader: ENVELOPE_SKIP's fields checked only, and ``before`` and
