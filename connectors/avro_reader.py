@@ -239,12 +239,7 @@ class _Gen:
                 else:
                     parts.append(pat)
             k += 1
-        if not build:
-            result = "None"
-        elif keep is AS_TUPLE:
-            result = "(" + "".join(f"{v}, " for _, v in out) + ")"
-        else:
-            result = "{" + ", ".join(f"{n!r}: {v}" for n, v in out) + "}"
+        result = self.made(build, keep, out, [v for _, v in out])
         if top:
             head = ["def read(b, i):", "    L = len(b)"]
             lines += ["    if i != L:", "        raise Corrupt(f'{L - i} byte(s) left after the Avro body')",
@@ -252,7 +247,8 @@ class _Gen:
         else:
             head = [f"def {fn}(b, i, L):"]
             if parts and len(parts) >= 3 and any(self.textual(f["type"]) for f in fields):
-                head, lines = self.template(fn, parts, spans, out, result, lines)
+                head, lines = self.template(fn, parts, spans, out, self.made(build, keep, out, [
+                    f"tv[{j}]" for j in range(len(out))]), lines)
             lines.append(f"    return {result}, i")
         self.sources.append("\n".join(head + lines))
         return fn
@@ -270,7 +266,17 @@ class _Gen:
                   f"{p}    {state}[1] += 1", f"{p}    tv = tp[1]", f"{p}    {v} = {expr}", f"{p}    i = m.end()",
                   f"{p}else:", f"{p}    {v}, i = {fn}(b, i, L)"]
 
-    def template(self, fn: str, parts: list, spans: list, out: list, result: str, lines: list) -> tuple[list, list]:
+    @staticmethod
+    def made(build: bool, keep: Any, out: list, exprs: list) -> str:
+        """The expression of what a record function returns: None (checked only), a tuple
+        (AS_TUPLE) or a dict of the made fields ``out`` (name, variable), their values ``exprs``."""
+        if not build:
+            return "None"
+        if keep is AS_TUPLE:
+            return "(" + "".join(f"{x}, " for x in exprs) + ")"
+        return "{" + ", ".join(f"{n!r}: {x}" for (n, _), x in zip(out, exprs)) + "}"
+
+    def template(self, fn: str, parts: list, spans: list, out: list, expr: str, lines: list) -> tuple[list, list]:
         """A record made only of text and of numbers checked only, its only values made some
         of the text (Debezium's source: its table): after a record is read field by field,
         one regular expression of the record: each made text field the bytes of the value just
@@ -282,10 +288,7 @@ class _Gen:
         within the limits of ``retemplate``. Beside it, a template with the remembered runs'
         bytes as they were (``spans``), tried first: text that repeats matches it faster."""
         state = self.const([None, 0, 0, 0, 0])  # see ``retemplate``
-        names = [v for _, v in out]
-        expr = result
-        for j, v in enumerate(names):  # the values from the template's tuple
-            expr = re.sub(rf"\b{v}\b", f"tv[{j}]", expr)
+        names = [v for _, v in out]  # ``expr``: what the record returns, its values from the template's tuple tv
         head = [f"def {fn}(b, i, L):"]  # the match is tried where the record is read (``call``)
         self.templates[fn] = (state, expr)
         pieces = self.const(tuple(parts))
