@@ -13,6 +13,14 @@ size (a Delta table written by Spark with ``delta.enableDeletionVectors``), the 
 
 ``sf1``: the same measure on the TPC-H lineitem mirror (6M rows at SF1, a key of two columns).
 
+``job``: the issue's own run, through the job: one table of 5 columns whose snapshot goes through
+Kafka and one ``ivmstream run --available-now``, then ``--changes`` uniformly random changes
+drained by a second run in batches of ``--batch`` (``max_offsets_per_trigger``), per layout and
+table size. From the job's ``batches`` table: the mirror step and the whole batch (its
+``finished_at - started_at``) per batch, the first after the start apart; bytes written per change
+(the mirror folder's growth during the second run, maintenance's writes included); the mirror on
+disk against its live files at the end; the mirror checked against the generator's live rows.
+
 ``soak``: the whole job (``ivmstream run`` in its own process) on an orders table of ``--rows``
 rows with two sketches, a triangle graph and a reachability view, fed ``--rate`` changes/s for
 ``--minutes``, maintenance at its defaults: the lake on disk against its live files, the job's
@@ -21,6 +29,7 @@ RSS and each batch's time over time, and every output against its recount at the
 Usage: python bench/soak.py mirrors [--sizes 50000,1000000] [--batches 21] [--batch 1000]
        [--spark-batches 4] [--out bench/results/mirrors]
        python bench/soak.py sf1 [--sf 1] [--batches 11] [--cow-batches 3]
+       python bench/soak.py job [--sizes 50000,1000000] [--changes 20000] [--batch 1000]
        python bench/soak.py soak [--minutes 60] [--rows 1000000] [--rate 1000]
 Prints a table and writes <out>.md / .json / .png.
 """
@@ -279,6 +288,98 @@ SOAK_SKETCHES = [
 ]
 
 
+def _job_config(root: Path, bootstrap: str, layout: str, cap: int) -> dict:
+    return {"job": {"name": "table", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
+                    "mirrors": layout},
+            "kafka": {"bootstrap_servers": bootstrap, "max_offsets_per_trigger": cap},
+            "spark": {"master": "local[2]", "ui": False},
+            "tables": [{"name": "orders", "topic": "table.orders", "primary_key": ["id"],
+                        "columns": {"id": "long", "customer": "long", "status": "string",
+                                    "amount": "decimal(12,2)", "qty": "int"}}]}
+
+
+def _run_job(root: Path, data: dict) -> None:
+    import subprocess
+
+    from core.config import dump_toml
+
+    (root / "job.toml").write_text(dump_toml(data))
+    with open(root / "job.log", "a") as log:
+        rc = subprocess.call([sys.executable, "-m", "streaming_app", "run", "--config", str(root / "job.toml"),
+                              "--no-ui", "--available-now"], stdout=log, stderr=subprocess.STDOUT)
+    if rc:
+        raise RuntimeError(f"the job failed (rc {rc}): see {root / 'job.log'}")
+
+
+def run_job_table(sizes: list[int], changes: int, size: int, out: Path) -> str:
+    """The issue's table through the job, per table size and mirror layout."""
+    from connectors.kafka import create_topics
+    from devstack.kafka_broker import EmbeddedBroker
+    from devstack.process import free_port
+    from devstack.producer import CdcProducer
+
+    results = []
+    for n in sizes:
+        snap = snapshot(n)
+        for layout in (sink.MERGE_ON_READ, sink.COPY_ON_WRITE):
+            root = Path(tempfile.mkdtemp(prefix=f"table-{n}-"))
+            broker = EmbeddedBroker(root / "kafka", port=free_port())
+            broker.start()
+            try:
+                cfg = parse_config(_job_config(root, broker.bootstrap, layout, size))
+                orders = cfg.tables[0]
+                create_topics(broker.bootstrap, cfg.topics, partitions=1)
+                prod = CdcProducer(broker.bootstrap)
+                for r in snap.to_pylist():
+                    prod.send(orders, "r", None, r)
+                prod.flush()
+                t = time.perf_counter()
+                _run_job(root, _job_config(root, broker.bootstrap, layout, 100_000))
+                load_s = time.perf_counter() - t
+                gen = RandomUpdates(orders, seed=11, live=snap.to_pylist(), domain=10**5)
+                for _ in range(changes):
+                    prod.send(orders, *gen.next())
+                prod.flush()
+                prod.close()
+                mirror = root / "lake" / "mirrors" / "orders"
+                before, loaded = disk(str(mirror)), len(_job_batches(root / "lake"))
+                _run_job(root, _job_config(root, broker.bootstrap, layout, size))
+                rows = _job_batches(root / "lake")[loaded:]
+                got = sink.read_table(str(mirror)).sort_by("id").to_pylist()
+                want = sorted(gen.live.values(), key=lambda r: r["id"])
+                whole = [(b["finished_at"] - b["started_at"]).total_seconds() * 1000 for b in rows]
+                steps = [b["step_ms"] if isinstance(b["step_ms"], dict) else dict(b["step_ms"]) for b in rows]
+                mir = [st.get("mirror", 0.0) for st in steps]
+                res = {"rows": n, "layout": layout, "batches": len(rows), "load_s": round(load_s, 1),
+                       "mirror_ms": round(statistics.median(mir[1:]), 1), "batch_ms": round(statistics.median(whole[1:]), 1),
+                       "first_mirror_ms": round(mir[0], 1), "first_batch_ms": round(whole[0], 1),
+                       "bytes_per_change": round((disk(str(mirror)) - before) / changes),
+                       "disk_mb": round(disk(str(mirror)) / 2**20, 1), "live_mb": round(live_bytes(str(mirror)) / 2**20, 1),
+                       "exact": got == [dict(r) for r in want], "batch_ms_series": [round(x, 1) for x in whole]}
+                results.append(res)
+                print(f"  {n:,} rows, {layout}: {res}", flush=True)
+            finally:
+                broker.stop()
+                shutil.rmtree(root, ignore_errors=True)
+    load = os.getloadavg()
+    lines = [f"# The issue's table through the job: {changes:,} uniformly random changes in batches of {size:,}", "",
+             f"Load average at the end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, {os.cpu_count()} cores. "
+             "Steady batches: the p50 of the batches after the first of the run; the first apart.", "",
+             "| table | layout | mirror ms per batch | batch ms | first batch ms (mirror) | bytes written per change "
+             "| mirror on disk / live | mirror equal to the source |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in results:
+        lines.append(f"| {r['rows']:,} rows | {r['layout']} | {r['mirror_ms']:,.0f} | {r['batch_ms']:,.0f} | "
+                     f"{r['first_batch_ms']:,.0f} ({r['first_mirror_ms']:,.0f}) | {r['bytes_per_change']:,} | "
+                     f"{r['disk_mb'] / max(r['live_mb'], 1e-9):.1f}x ({r['disk_mb']:,.1f} MB for {r['live_mb']:,.1f}) | "
+                     f"{'yes' if r['exact'] else 'NO'} |")
+    text = "\n".join(lines) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    return text
+
+
 def soak_config(root: Path, bootstrap: str) -> dict:
     return {
         "job": {"name": "soak", "lake_root": str(root / "lake"), "checkpoint_root": str(root / "ckpt"),
@@ -296,9 +397,11 @@ def soak_config(root: Path, bootstrap: str) -> dict:
     }
 
 
-def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: str, sent, done, halt) -> None:
+def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: str, sent, snap_n, done,
+                   halt) -> None:
     """The snapshot (``rows`` orders, the edges), then ``rate`` changes/s for ``seconds``: orders
-    updated, inserted and deleted uniformly at random (19 of 20 changes), edges (1 of 20). At the
+    updated (half), inserted and deleted (a quarter each) uniformly at random (19 of 20 changes),
+    edges (1 of 20). At the
     end the live rows go to ``out`` (parquet) for the final comparison."""
     from devstack.producer import CdcProducer
     from streaming_app.demo_run import EdgeChanges
@@ -307,14 +410,16 @@ def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: 
     orders, edges_t = cfg.table("orders"), cfg.table("edges")
     prod = CdcProducer(cfg.kafka.bootstrap_servers)
     snap = snapshot(rows).to_pylist()
-    gen = RandomUpdates(orders, seed=5, live=snap, domain=1000)
+    # as many inserts as deletes, so the table stays at ``rows`` (session 19's run used the default
+    # mix, 50% inserts / 20% deletes: its table grew from 1.0 M to about 2.0 M rows in the hour)
+    gen = RandomUpdates(orders, seed=5, live=snap, domain=1000, mix=(0.25, 0.5, 0.25))
     edges = EdgeChanges(seed=7)
     for r in snap:
         prod.send(orders, "r", None, r)
     for r in edges.live.values():
         prod.send(edges_t, "r", None, r)
     prod.flush()
-    sent.value = prod.sent
+    sent.value = snap_n.value = prod.sent
     print(f"soak: snapshot of {rows:,} orders and {len(edges.live)} edges sent", flush=True)
     t0, i = time.monotonic(), 0
     while not halt.is_set() and time.monotonic() - t0 < seconds:
@@ -338,22 +443,39 @@ def _soak_producer(cfg_data: dict, rows: int, rate: float, seconds: float, out: 
     done.set()
 
 
-def _rss_mb(pid: int) -> float:
-    """Resident memory of a process and its children (the driver's Python and its JVM), MB."""
-    total = 0
-    pids = [pid]
-    try:
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
-    for p in pids:
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory, MB, of a process (the driver's Python) and of its children (its JVM)."""
+    def rss(p: int) -> float:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+                    return int(line.split()[1]) / 1024
         except OSError:
             pass
-    return total / 1024
+        return 0.0
+
+    try:
+        children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        children = []
+    return rss(pid), sum(rss(c) for c in children)
+
+
+def _disk_parts(lake: Path) -> dict:
+    """The lake on disk in MB: all of it, the log folders, the change data, and the data and
+    deletion-vector files the tables no longer reference (kept for the retention)."""
+    total = logs = cdf = 0
+    for d, _, fs in os.walk(lake):
+        n = sum(os.path.getsize(os.path.join(d, f)) for f in fs)
+        total += n
+        if "_delta_log" in d:
+            logs += n
+        elif "_change_data" in d:
+            cdf += n
+    live = sum(sum(sink.file_actions(str(p))["size_bytes"]) for p in _tables(lake))
+    mb = 2**20
+    return {"disk_mb": round(total / mb, 1), "live_mb": round(live / mb, 1), "log_mb": round(logs / mb, 1),
+            "cdf_mb": round(cdf / mb, 1), "replaced_mb": round((total - live - logs - cdf) / mb, 1)}
 
 
 def _tables(lake: Path) -> list[Path]:
@@ -364,7 +486,7 @@ def _tables(lake: Path) -> list[Path]:
 
 def _job_batches(lake: Path) -> list[dict]:
     try:
-        t = sink.read_table(str(lake / "batches"), columns=["batch_id", "finished_at", "records_in", "step_ms"])
+        t = sink.read_table(str(lake / "batches"), columns=["batch_id", "started_at", "finished_at", "records_in", "step_ms"])
     except Exception:  # noqa: BLE001 - no batch yet
         return []
     return sorted(t.to_pylist(), key=lambda r: r["batch_id"])
@@ -390,9 +512,10 @@ def run_soak(minutes: float, rows: int, rate: float, out: Path) -> str:
         (root / "soak.toml").write_text(dump_toml(data))
         create_topics(broker.bootstrap, cfg.topics, partitions=1)
         mp = multiprocessing.get_context("spawn")
-        sent, done, halt = mp.Value("q", 0), mp.Event(), mp.Event()
+        sent, snap_n, done, halt = mp.Value("q", 0), mp.Value("q", 0), mp.Event(), mp.Event()
         live_out = str(root / "live")
-        proc = mp.Process(target=_soak_producer, args=(data, rows, rate, minutes * 60, live_out, sent, done, halt))
+        proc = mp.Process(target=_soak_producer, args=(data, rows, rate, minutes * 60, live_out, sent, snap_n, done,
+                                                                halt))
         proc.start()
         log = open(root / "job.log", "w")
         job = subprocess.Popen([sys.executable, "-m", "streaming_app", "run", "--config", str(root / "soak.toml"),
@@ -404,10 +527,10 @@ def run_soak(minutes: float, rows: int, rate: float, out: Path) -> str:
             time.sleep(15)
             batches = _job_batches(lake)
             read = sum(b["records_in"] for b in batches)
-            live = sum(sum(sink.file_actions(str(p))["size_bytes"]) for p in _tables(lake))
-            samples.append({"s": round(time.monotonic() - t0, 1), "disk_mb": round(disk(str(lake)) / 2**20, 1),
-                            "live_mb": round(live / 2**20, 1), "rss_mb": round(_rss_mb(job.pid), 1),
-                            "batches": len(batches), "read": read, "sent": sent.value})
+            py, jvm = _rss_mb(job.pid)
+            samples.append({"s": round(time.monotonic() - t0, 1), **_disk_parts(lake),
+                            "rss_mb": round(py + jvm, 1), "py_mb": round(py, 1), "jvm_mb": round(jvm, 1),
+                            "batches": len(batches), "read": read, "sent": sent.value, "snapshot": snap_n.value})
             print(f"soak: {samples[-1]}", flush=True)
             if job.poll() is not None:
                 raise RuntimeError(f"the job ended early: see {root / 'job.log'}")
@@ -463,30 +586,57 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
         if row is None or sorted(row["fragments"]) != fr:
             problems.append(f"sketch {r['name']}: differs from its recapture")
     batches = _job_batches(lake)
-    ms = [(b["finished_at"], sum(b["step_ms"].values()) if isinstance(b["step_ms"], dict)
-           else sum(v for _, v in b["step_ms"])) for b in batches[1:]]
+    snap_n = samples[-1].get("snapshot", 0)
+    ms, steps, seen = [], [], 0  # the steady batches: those after the snapshot was read
+    for b in batches:
+        if seen >= snap_n:
+            st = dict(b["step_ms"]) if not isinstance(b["step_ms"], dict) else b["step_ms"]
+            ms.append((b["finished_at"], sum(st.values())))
+            steps.append(st)
+        seen += b["records_in"]
     start = ms[0][0] if ms else None
     first10 = [m for t, m in ms if (t - start).total_seconds() < 600]
     last10 = [m for t, m in ms if (ms[-1][0] - t).total_seconds() < 600]
+    # where a batch's time went, per step: p50 of the first and of the last 10 minutes
+    early = [st for (t, _), st in zip(ms, steps) if (t - start).total_seconds() < 600]
+    late = [st for (t, _), st in zip(ms, steps) if (ms[-1][0] - t).total_seconds() < 600]
+    names = sorted({k for st in steps for k in st})
+    by_step = {k: (statistics.median([st.get(k, 0.0) for st in early]) if early else 0.0,
+                   statistics.median([st.get(k, 0.0) for st in late]) if late else 0.0) for k in names}
     stalls: dict[str, list[float]] = {}  # the maintenance lines of the job: ms per action kind
     for line in (root / "job.log").read_text(errors="replace").splitlines():
         m = re.match(r"maintenance: (\w+) .*\(([\d,.]+) ms\)$", line.strip())
         if m:
             stalls.setdefault(m.group(1), []).append(float(m.group(2).replace(",", "")))
-    rss = [x["rss_mb"] for x in samples if x["batches"] > 0]  # from the first batch on (not the start-up)
-    rss = rss or [x["rss_mb"] for x in samples]
-    disk_end, live_end = samples[-1]["disk_mb"], samples[-1]["live_mb"]
+    steady = [x for x in samples if snap_n and x["read"] >= snap_n] or samples
+    rss = [x["rss_mb"] for x in steady]
+    mid = statistics.median(rss)
+    rss_first = statistics.median([x["rss_mb"] for x in steady if x["s"] - steady[0]["s"] < 600])
+    rss_last = statistics.median([x["rss_mb"] for x in steady if steady[-1]["s"] - x["s"] < 600])
+    end = samples[-1]
+    kept = end["replaced_mb"] + end["cdf_mb"] + end["log_mb"]
+    changes = max(end["sent"] - snap_n, 1)
     load = os.getloadavg()
     lines = [f"# Soak: {minutes:g} min at {rate:,.0f} changes/s, orders of {rows:,} rows, 2 sketches, a triangle "
              "graph, a view, maintenance at its defaults", "",
              f"Load average at the end: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}, {os.cpu_count()} cores.", "",
-             f"- batches: {len(batches):,}; per-batch p50 first 10 min {statistics.median(first10):,.0f} ms, "
-             f"last 10 min {statistics.median(last10):,.0f} ms" if first10 and last10 else "- too few batches",
-             f"- disk at the end {disk_end:,.1f} MB for {live_end:,.1f} MB of live files "
-             f"({disk_end / max(live_end, 1e-9):.2f}x); the rest is what the retention keeps (files out of "
-             "the tables for less than retention_hours, change data, logs)",
-             f"- job RSS (Python driver + JVM) from its first batch: first {rss[0]:,.0f} MB, min {min(rss):,.0f}, "
-             f"max {max(rss):,.0f}, last {rss[-1]:,.0f} (last/first {rss[-1] / rss[0]:.2f})",
+             f"- batches: {len(batches):,} ({len(ms):,} after the snapshot); per-batch p50 first 10 min "
+             f"{statistics.median(first10):,.0f} ms, last 10 min {statistics.median(last10):,.0f} ms "
+             f"(last/first {statistics.median(last10) / statistics.median(first10):.2f})"
+             if first10 and last10 else "- too few batches",
+             f"- the orders mirror: {rows:,} rows after the snapshot, {len(got):,} at the end",
+             f"- disk at the end {end['disk_mb']:,.1f} MB: live files {end['live_mb']:,.1f} MB, and what the "
+             f"retention keeps {kept:,.1f} MB (files the tables replaced {end['replaced_mb']:,.1f}, change data "
+             f"{end['cdf_mb']:,.1f}, logs {end['log_mb']:,.1f}); disk / (3 x live + kept) "
+             f"{end['disk_mb'] / (3 * end['live_mb'] + kept):.2f}; kept per change after the snapshot "
+             f"{kept * 2**20 / changes:,.0f} B ({changes:,} changes)",
+             f"- job RSS (Python driver + JVM) after the snapshot: median {mid:,.0f} MB, min {min(rss):,.0f} "
+             f"({min(rss) / mid - 1:+.0%}), max {max(rss):,.0f} ({max(rss) / mid - 1:+.0%}), first {rss[0]:,.0f}, "
+             f"last {rss[-1]:,.0f}; median of the first 10 min {rss_first:,.0f}, of the last 10 min {rss_last:,.0f} "
+             f"({rss_last / rss_first - 1:+.0%}); Python {steady[0].get('py_mb', 0):,.0f} -> {end.get('py_mb', 0):,.0f} MB, "
+             f"JVM {steady[0].get('jvm_mb', 0):,.0f} -> {end.get('jvm_mb', 0):,.0f} MB",
+             "- per step, p50 ms of the first 10 min -> of the last 10 min: " + ", ".join(
+                 f"{k} {a:,.0f} -> {z:,.0f}" for k, (a, z) in by_step.items() if max(a, z) >= 1),
              "- maintenance, the batch's wait per action: " + (", ".join(
                  f"{k} {len(v)}x, median {statistics.median(v):,.0f} ms, max {max(v):,.0f} ms"
                  for k, v in sorted(stalls.items())) or "none ran"),
@@ -494,7 +644,7 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
     text = "\n".join(lines) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({"samples": samples, "batch_ms": [m for _, m in ms],
+    out.with_suffix(".json").write_text(json.dumps({"samples": samples, "batch_ms": [m for _, m in ms], "step_ms": steps,
                                                     "problems": problems}, default=str, indent=1))
     try:
         import matplotlib
@@ -502,15 +652,27 @@ def soak_report(root: Path, cfg, samples: list[dict], minutes: float, rows: int,
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        a1.plot([x["s"] / 60 for x in samples], [x["disk_mb"] for x in samples], label="lake on disk")
-        a1.plot([x["s"] / 60 for x in samples], [x["live_mb"] for x in samples], label="live files")
+        fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+        xs = [x["s"] / 60 for x in samples]
+        a1.plot(xs, [x["disk_mb"] for x in samples], label="lake on disk")
+        a1.plot(xs, [x["live_mb"] for x in samples], label="live files")
+        a1.plot(xs, [x.get("replaced_mb", 0) for x in samples], label="replaced files (kept for the retention)")
+        a1.plot(xs, [x.get("cdf_mb", 0) for x in samples], label="change data")
         a1.set_ylabel("MB")
-        a1.legend()
+        a1.legend(fontsize=7)
+        t0 = samples[0]["s"]
         if ms:
-            a2.plot([(t - start).total_seconds() / 60 for t, _ in ms], [m for _, m in ms], ".", ms=2)
+            off = (start - ms[0][0]).total_seconds()  # 0: the steady batches on the samples' clock below
+            first_s = next((x["s"] for x in samples if snap_n and x["read"] >= snap_n), t0)
+            a2.plot([(first_s + off + (t - start).total_seconds()) / 60 for t, _ in ms], [m for _, m in ms], ".",
+                    ms=2)
         a2.set_ylabel("batch ms")
-        a2.set_xlabel("minutes")
+        a3.plot(xs, [x["rss_mb"] for x in samples], label="job RSS")
+        a3.plot(xs, [x.get("py_mb", 0) for x in samples], label="Python driver")
+        a3.plot(xs, [x.get("jvm_mb", 0) for x in samples], label="JVM")
+        a3.set_ylabel("MB")
+        a3.legend(fontsize=7)
+        a3.set_xlabel("minutes")
         fig.tight_layout()
         fig.savefig(out.with_suffix(".png"), dpi=110)
     except ImportError:
@@ -593,6 +755,11 @@ def main() -> int:
     f.add_argument("--batch", type=int, default=1000)
     f.add_argument("--cow-batches", type=int, default=3)
     f.add_argument("--out", default=str(REPO / "bench" / "results" / "mirrors_sf1"))
+    j = sub.add_parser("job", help="the issue's table through the job: mirror and batch ms, bytes per change")
+    j.add_argument("--sizes", default="50000,1000000")
+    j.add_argument("--changes", type=int, default=20000)
+    j.add_argument("--batch", type=int, default=1000)
+    j.add_argument("--out", default=str(REPO / "bench" / "results" / "mirrors_job"))
     k = sub.add_parser("soak", help="the whole job at a steady change rate, disk and batch time over time")
     k.add_argument("--minutes", type=float, default=60)
     k.add_argument("--rows", type=int, default=1_000_000)
@@ -601,6 +768,9 @@ def main() -> int:
     a = ap.parse_args()
     if a.cmd == "soak":
         print(run_soak(a.minutes, a.rows, a.rate, Path(a.out)))
+        return 0
+    if a.cmd == "job":
+        print(run_job_table([int(x) for x in a.sizes.split(",")], a.changes, a.batch, Path(a.out)))
         return 0
     if a.cmd == "sf1":
         print(run_sf1(a.sf, a.batches, a.batch, a.cow_batches, Path(a.out)))

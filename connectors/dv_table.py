@@ -55,6 +55,8 @@ FEATURE = "deletionVectors"
 WRITER_FEATURES = ["appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", FEATURE]
 # Rows of replaced files kept in memory for their pre-images, in bytes of Arrow data.
 ROW_CACHE_BYTES = 2 * 2**30
+# Compaction's size tiers start here: files under it are tier 0 (a batch's file is ~100 B a change).
+TIER_FLOOR = 1 << 20
 ENGINE = "ivmstream merge-on-read"
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -720,16 +722,27 @@ class DVTable:
 
     # -- maintenance ---------------------------------------------------------------------------
     def compact(self, *, target_bytes: int, small_bytes: int, purge_share: float = 0.3,
-                min_small: int = 2) -> tuple[int, int]:
-        """Rewrite into files of about ``target_bytes`` the small files (under ``small_bytes``)
-        and every file whose deletion vector removes more than ``purge_share`` of its rows, the
-        deleted rows left out: one commit without data change (the change feed is unchanged).
-        Returns (files removed, files written)."""
+                min_small: int = 2, tier_floor: int = TIER_FLOOR) -> tuple[int, int]:
+        """Fold small files (under ``small_bytes``) by size tier, and rewrite every file whose
+        deletion vector removes more than ``purge_share`` of its rows, the deleted rows left out:
+        one commit without data change (the change feed is unchanged). Returns (files removed,
+        files written).
+
+        A small file's tier is 0 under ``tier_floor``, then one more for each factor
+        ``min_small`` above it (``size_tier``). The highest tier
+        holding ``min_small`` files is folded together with every smaller one, so a row is
+        rewritten about once per tier (log of the table's size), not at every turn: folding
+        every small file each time rewrote a whole 15-MB mirror every few batches."""
         snap = self.snapshot()
-        small = [f for f in snap.files.values() if f.size < small_bytes]
-        purge = [f for f in snap.files.values() if f.size >= small_bytes and f.dv
-                 and f.dv["cardinality"] > purge_share * max(f.num_records, 1)]
-        chosen = (small if len(small) >= min_small else []) + purge
+        tiers: dict[int, list[AddFile]] = {}
+        for f in snap.files.values():
+            if f.size < small_bytes:
+                tiers.setdefault(size_tier(f.size, tier_floor, max(min_small, 2)), []).append(f)
+        full = [t for t, fs in tiers.items() if len(fs) >= min_small]
+        chosen = [f for t, fs in tiers.items() if full and t <= max(full) for f in fs]
+        taken = {f.path for f in chosen}
+        chosen += [f for f in snap.files.values() if f.path not in taken and f.dv
+                   and f.dv["cardinality"] > purge_share * max(f.num_records, 1)]
         if not chosen:
             return 0, 0
         schema = arrow_schema_of(snap)
@@ -798,19 +811,32 @@ class DVTable:
         for k in [k for k in self._keys if k[0] == rel]:
             del self._keys[k]
 
-    def vacuum(self, retention_hours: float) -> list[str]:
+    def vacuum(self, retention_hours: float, keep_from: int | None = None) -> list[str]:
         """Delete the files no version of the last ``retention_hours`` references: data files
         removed before then, deletion-vector and change-data files older than that which the
-        current version does not use. Returns the paths deleted (relative)."""
+        current version does not use; with ``keep_from``, also none that version or a later one
+        reads (its files and their deletion vectors, and every file the commits after it add:
+        what a restart reading the change feed from there needs), however old. Returns the
+        paths deleted (relative)."""
         snap = self.snapshot()
         cutoff = _now_ms() - retention_hours * 3600 * 1000
-        live = set(snap.files)
-        live_dvs = {os.path.relpath(self._dv_path(f.dv), self.root) for f in snap.files.values()
-                    if f.dv and f.dv["storageType"] != "i"}
+        keep = set(snap.files) | self._dv_files(snap.files.values())
+        if keep_from is not None and keep_from < snap.version:
+            try:
+                old = self.snapshot(keep_from).files.values() if keep_from >= 0 else []
+                keep |= {f.path for f in old} | self._dv_files(old)
+                for v in range(max(keep_from, -1) + 1, snap.version + 1):
+                    for a in self._actions(v):
+                        for kind in ("add", "cdc"):
+                            if kind in a:
+                                keep.add(a[kind]["path"])
+                                keep |= self._dv_files([_add_file(a[kind])] if a[kind].get("deletionVector") else [])
+            except (FileNotFoundError, ValueError):
+                return []  # the log no longer reaches that version: nothing is removed rather than guessed
         gone = []
         for p, _, mtime_s in self.files.list(self.root, recursive=True):
             rel = os.path.relpath(p, self.root)
-            if rel.startswith("_delta_log") or rel in live or rel in live_dvs:
+            if rel.startswith("_delta_log") or rel in keep:
                 continue
             mtime = mtime_s * 1000
             removed = snap.tombstones.get(rel)
@@ -819,6 +845,10 @@ class DVTable:
                 snap.tombstones.pop(rel, None)
                 gone.append(rel)
         return gone
+
+    def _dv_files(self, files) -> set[str]:
+        """The deletion-vector files (relative paths) of ``files``."""
+        return {os.path.relpath(self._dv_path(f.dv), self.root) for f in files if f.dv and f.dv["storageType"] != "i"}
 
 
 def _clean(v):
@@ -981,6 +1011,15 @@ def file_stats(t: pa.Table) -> dict:
 # The tables of this process, opened once: their snapshots and key columns live across batches.
 _OPEN: dict[str, DVTable] = {}
 _LAYOUT: dict[str, bool] = {}
+
+
+def size_tier(size: int, floor: int, fanout: int) -> int:
+    """0 under ``floor``, then one more for each factor ``fanout`` above it."""
+    tier = 0
+    while size >= floor:
+        size //= fanout
+        tier += 1
+    return tier
 
 
 def drop_caches() -> None:

@@ -12,7 +12,9 @@ waits for one table's maintenance, never the lake's. A turn does, each only when
   retention is the configured one (the time travel the README promises) or longer: no file of a
   version that a reader still needs is removed. ``needed(path)`` names that version (the job
   answers with the oldest version a state snapshot reflects: recovery reads the change feed
-  from there), and the retention is stretched to cover the commits after it. Change-data files
+  from there): a merge-on-read mirror keeps exactly every file that version and the later ones
+  read (``dv_table.vacuum(keep_from=...)``); on a delta-rs table, whose VACUUM knows only a
+  retention, the retention is stretched to cover the commits after it. Change-data files
   (``_change_data/``), which delta-rs's VACUUM never removes, go by the same rule on a local lake;
 * a **log checkpoint** once ``checkpoint_every`` commits have passed since the last one, then
   **log cleanup** (commits older than the table's ``delta.logRetentionDuration``, 30 days by
@@ -158,12 +160,13 @@ class Maintenance:
             out.append(Action(_name(path), "compact", _ms(t), f"{removed} files (small, or with many deleted rows) "
                                                                f"into {written}"))
         t = time.perf_counter()
-        hours = self.retention_hours(path)
+        hours, need = self.cfg.retention_hours, self.needed(path)
         kill_point("maintenance.vacuum", self._batch)
-        gone = table.vacuum(hours)
+        gone = table.vacuum(hours, keep_from=need)  # exact: every file of the versions from ``need`` on
         if gone:
+            kept = "" if need is None else f", every file of version {need} on kept"
             out.append(Action(_name(path), "vacuum", _ms(t), f"{len(gone)} data, deletion-vector and change-data "
-                                                             f"files removed (retention {hours} h)"))
+                                                             f"files removed (retention {hours} h{kept})"))
         out += self._checkpoint(path, table.snapshot().version,
                                 lambda: (table.checkpoint(), table.cleanup_log(LOG_RETENTION_HOURS)))
         return out

@@ -141,6 +141,34 @@ def test_compaction_purges_deleted_rows_and_keeps_the_feed(tmp_path):
     assert _rows(t.read(v0)) == rows  # time travel before it still reads (files kept until VACUUM)
 
 
+def test_size_tiers():
+    assert [dv.size_tier(n, 10, 4) for n in (0, 9, 10, 39, 40, 159, 160)] == [0, 0, 1, 1, 2, 2, 3]
+
+
+def test_compaction_folds_a_tier_and_leaves_the_larger_files(tmp_path):
+    """The per-batch files fold into one; later batch files fold among themselves, not into it
+    again (the larger file is rewritten only when its own tier fills, or to purge dead rows)."""
+    path = sink.ensure_mirror(None, sink.Lake(tmp_path), TABLE, sink.MERGE_ON_READ)
+    model = _batches(path, 8)
+    t = dv.open_table(path)
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0) == (8, 1)
+    (big,) = t.snapshot().files.values()
+    model = _batches(path, 3, start=8, model=model)
+    floor = big.size  # the folded file is tier 1, each batch's file tier 0
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0,
+                     tier_floor=floor) == (0, 0)  # three tier-0 files: not yet
+    model = _batches(path, 1, start=11, model=model)
+    assert t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=1.0,
+                     tier_floor=floor) == (4, 1)
+    assert big.path in t.snapshot().files and len(t.snapshot().files) == 2
+    assert _rows(dv.DVTable(path).read()) == model
+    # a file whose deletion vector removes more than purge_share of its rows is rewritten alone
+    removed, _ = t.compact(target_bytes=1 << 20, small_bytes=1 << 19, min_small=4, purge_share=0.01,
+                           tier_floor=floor)
+    assert removed >= 1 and big.path not in t.snapshot().files
+    assert _rows(dv.DVTable(path).read()) == model
+
+
 def test_vacuum_keeps_what_a_version_inside_the_retention_reads(tmp_path):
     path = sink.ensure_mirror(None, sink.Lake(tmp_path), TABLE, sink.MERGE_ON_READ)
     _batches(path, 8)
@@ -230,18 +258,21 @@ def test_recovery_reads_the_change_feed_across_a_vacuum(tmp_path, layout):
     VACUUM at retention 0 when maintenance is told that version; a VACUUM told nothing removes
     the change data of those versions, and the reader then fails rather than answer short."""
     path = sink.ensure_mirror(None, sink.Lake(tmp_path / "a"), TABLE, layout)
-    _batches(path, 6)
+    at_snap = dict(_batches(path, 6))
     snap_version = sink.latest_version(None, path)  # a state snapshot reflects this version
-    _batches(path, 8, start=6)
+    _batches(path, 8, start=6, model=dict(at_snap))
     latest = sink.latest_version(None, path)
     feed = _feed(path, snap_version, latest)
     assert feed
     m = Maintenance(MaintenanceConfig(retention_hours=0, compact_min_files=2), needed=lambda p: snap_version,
                     say=lambda line: None)
-    m.maintain(path)  # compaction, then a VACUUM that keeps the needed versions
+    acts = m.maintain(path)  # compaction, then a VACUUM that keeps the needed versions
     assert _feed(path, snap_version, latest) == feed
-    if layout == sink.MERGE_ON_READ:  # the same VACUUM told no version: the change data goes
-        time.sleep(0.05)
+    if layout == sink.MERGE_ON_READ:  # exactly: what the versions before it alone read went
+        assert "vacuum" in {a.kind for a in acts}
+        assert _rows(sink.read_version(None, path, snap_version)) == at_snap  # that version still reads
+        assert dv.open_table(path).vacuum(0, keep_from=-1) == []  # from before the first commit: all kept
+        time.sleep(0.05)  # the same VACUUM told no version: the change data goes
         dv.open_table(path).vacuum(0)
         with pytest.raises(Exception):
             _feed(path, snap_version, latest)
