@@ -13,6 +13,11 @@ converters write), so the JSON path's type rules (connectors.debezium_types) app
 unchanged. Avro logical types are not applied: a Decimal's unscaled bytes, a Date's days and
 a MicroTimestamp's microseconds reach those rules as Debezium wrote them, with no rounding.
 
+For the decoder's own use, the envelope's ``before`` and ``after`` and a key's record come as
+tuples of their fields in the writer's order (``Writer.envelope``, ``Writer.as_tuple``:
+connectors.debezium maps them to the declared columns by position, without a dict per row),
+and a batch's values or keys are read in one loop (``read_all``).
+
 Bad input raises ``Bad`` with a ``DATA_AVRO_*`` code (wrong first byte or too short, unknown
 id, unusable schema, a body that does not read exactly). A registry that does not answer is
 not bad input: ``schema`` retries every ``retry_s`` seconds (one line on stderr when it
@@ -35,7 +40,7 @@ from typing import Any, Callable, Iterable
 
 import fastavro
 
-from connectors.avro_reader import Corrupt, compile_reader
+from connectors.avro_reader import AS_TUPLE, Corrupt, compile_reader, row_record_fields
 from connectors.debezium_types import CONNECT_DECIMAL, Bad
 from core import errors as E
 from core.errors import RegistryRefused, RegistryUnavailable
@@ -65,10 +70,32 @@ class Writer:
     # the strict reader generated for this schema (connectors.avro_reader); None: fastavro + re-encoding
     reader: Callable[[bytes, int], Any] | None = None
     envelope_reader: Any = _UNSET  # the same, leaving out what ENVELOPE_SKIP names (made on first use)
+    row_fields: tuple[str, ...] | None = None  # the field names of the envelope reader's row tuples
+    tuple_reader: Any = _UNSET  # the reader making the top record a tuple of its fields (a key's)
+
+    def as_tuple(self) -> Callable[[bytes, int], Any] | None:
+        """The reader of a whole record as a tuple of its fields in the writer's order (a
+        message key: the decoder maps it to the key columns by position)."""
+        if self.tuple_reader is _UNSET:
+            names = tuple(f.get("field") for f in self.connect.get("fields", ()))
+            ok = self.reader is not None and len(set(names)) == len(names)
+            self.tuple_reader = compile_reader(self.parsed, AS_TUPLE) if ok else None
+        return self.tuple_reader
 
     def envelope(self) -> Callable[[bytes, int], Any] | None:
+        """The envelope's reader: ENVELOPE_SKIP's fields checked only, and ``before`` and
+        ``after`` made as tuples of their fields in the writer's order (``row_fields``) when
+        both hold the same record (Debezium's Value), its field names distinct: the decoder
+        maps a tuple to the declared columns by position, without a dict per image."""
         if self.envelope_reader is _UNSET:
-            self.envelope_reader = compile_reader(self.parsed, ENVELOPE_SKIP) if self.reader is not None else None
+            skip = dict(ENVELOPE_SKIP)
+            names = {row_record_fields(self.parsed, f) for f in ("before", "after")} - {()}
+            if len(names) == 1 and None not in names:
+                row = names.pop()
+                if len(set(row)) == len(row):
+                    skip.update(before=AS_TUPLE, after=AS_TUPLE)
+                    self.row_fields = row
+            self.envelope_reader = compile_reader(self.parsed, skip) if self.reader is not None else None
         return self.envelope_reader
 
 
@@ -218,10 +245,19 @@ def cached_ids() -> set[tuple[str, int]]:
     return set(_SCHEMAS)
 
 
-def prefetch(registry, values: Iterable[Any]) -> None:
-    """Fetch the schemas of a batch's values before any is decoded, so that a registry that
-    does not answer delays the batch before it rather than in the middle of it."""
-    heads = {bytes(v[:PREFIX]) for v in values if v.__class__ is bytes or v.__class__ is bytearray}  # few distinct
+def prefetch(registry, records: Iterable[tuple], topics: set[str]) -> None:
+    """Fetch the schemas of a batch's keys and values (records (topic, partition, offset, key,
+    value...) of ``topics``) before any is decoded, so that a registry that does not answer
+    delays the batch before it rather than in the middle of it."""
+    heads: set[bytes] = set()  # few distinct
+    add = heads.add
+    for r in records:
+        if len(r) > 4 and r[0] in topics:
+            for v in (r[3], r[4]):
+                if v.__class__ is bytes:
+                    add(v[:PREFIX])
+                elif v.__class__ is bytearray:
+                    add(bytes(v[:PREFIX]))
     for head in heads:
         if len(head) == PREFIX and head[0] == MAGIC:
             sid = int.from_bytes(head[1:], "big")
@@ -335,29 +371,88 @@ def _connect(s: Any, ns: str | None, named: dict) -> dict:
 
 # ---------------------------------------------------------------- bodies
 
-def read(value: Any, registry, envelope: bool = False) -> tuple[Any, Writer]:
+def read(value: Any, registry, envelope: bool = False, as_tuple: bool = False) -> tuple[Any, Writer]:
     """(the decoded body, its writer schema) of one wire-format value. ``envelope``: a Debezium
-    envelope's body, without the fields ENVELOPE_SKIP names (every byte checked all the same)."""
+    envelope's body, without the fields ENVELOPE_SKIP names (every byte checked all the same).
+    ``as_tuple``: the body's record as a tuple of its fields' values when the schema has such a
+    reader (``Writer.as_tuple``), else a dict as without it."""
     if value.__class__ is bytes and len(value) >= PREFIX and value[0] == MAGIC:  # the usual case: no copy
         sid, data, start = int.from_bytes(value[1:PREFIX], "big"), value, PREFIX
     else:
         sid, data = split(value)
         start = 0
-    w = schema(registry, sid)
-    reader = w.envelope() if envelope else w.reader
+    w = _SCHEMAS.get((registry.url, sid))
+    if w.__class__ is not Writer:  # not fetched yet, or known to be bad: ``schema`` fetches or raises
+        w = schema(registry, sid)
+    reader = _reader_of(w, envelope, as_tuple)
     if reader is None:
         return _read_checked(data[start:], sid, w), w
     try:
         return reader(data, start), w
-    except (IndexError, struct.error):
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({len(data) - start} bytes) ends before its schema {sid} "
-                                       "does") from None
-    except Corrupt as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"an Avro string is not UTF-8 (schema {sid}): {e.reason}") from None
-    except (RecursionError, MemoryError, OverflowError) as e:
-        raise Bad(E.DATA_AVRO_CORRUPT, f"the Avro body does not read by schema {sid}: {type(e).__name__}") from None
+    except _BODY_ERRORS as e:
+        raise _body_error(e, len(data) - start, sid) from None
+
+
+def read_all(values: list, registry, envelope: bool = False, as_tuple: bool = False) -> list:
+    """``read`` of each value, in one loop (a batch's values, most of one schema: the reader of
+    the last value's schema is used again while the 5-byte prefix is the same): per value,
+    (the decoded body, its Writer), the exception ``read`` raises for it, or None for a value
+    that is None or, with ``as_tuple`` (keys), not bytes starting with the magic byte. A
+    registry that does not answer or refuses raises here, before any of them is decoded (the
+    schemas are fetched as ``prefetch`` fetches them)."""
+    out: list = []
+    append = out.append
+    head = w = reader = None
+    for v in values:
+        if head is not None and v.__class__ is bytes and v.startswith(head):
+            try:
+                append((reader(v, PREFIX), w))
+            except _BODY_ERRORS as e:
+                append(_body_error(e, len(v) - PREFIX, w.schema_id))
+            except Exception as e:  # noqa: BLE001 - handed to the record's decoding, which raises it there
+                append(e)
+            continue
+        if v is None or as_tuple and not (isinstance(v, (bytes, bytearray)) and v[:1] == b"\0"):
+            append(None)
+            continue
+        try:
+            got = read(v, registry, envelope, as_tuple)
+        except (RegistryUnavailable, RegistryRefused):
+            raise
+        except Exception as e:  # noqa: BLE001 - as above
+            append(e)
+            continue
+        append(got)
+        head = None
+        if v.__class__ is bytes and len(v) >= PREFIX and v[0] == MAGIC:
+            reader = _reader_of(got[1], envelope, as_tuple)
+            if reader is not None:
+                head, w = v[:PREFIX], got[1]
+    return out
+
+
+def _reader_of(w: Writer, envelope: bool, as_tuple: bool) -> Callable[[bytes, int], Any] | None:
+    if envelope:
+        reader = w.envelope_reader
+        return w.envelope() if reader is _UNSET else reader
+    if as_tuple:
+        reader = w.tuple_reader
+        return (w.as_tuple() if reader is _UNSET else reader) or w.reader
+    return w.reader
+
+
+_BODY_ERRORS = (IndexError, struct.error, Corrupt, UnicodeDecodeError, RecursionError, MemoryError, OverflowError)
+
+
+def _body_error(e: Exception, size: int, sid: int) -> Bad:
+    """The Bad of a body the generated reader refused with ``e`` (one of _BODY_ERRORS)."""
+    if isinstance(e, (IndexError, struct.error)):
+        return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body ({size} bytes) ends before its schema {sid} does")
+    if isinstance(e, Corrupt):
+        return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body is not a valid encoding under schema {sid}: {e}")
+    if isinstance(e, UnicodeDecodeError):
+        return Bad(E.DATA_AVRO_CORRUPT, f"an Avro string is not UTF-8 (schema {sid}): {e.reason}")
+    return Bad(E.DATA_AVRO_CORRUPT, f"the Avro body does not read by schema {sid}: {type(e).__name__}")
 
 
 def _read_checked(body: bytes, sid: int, w: Writer) -> Any:

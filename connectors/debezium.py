@@ -51,7 +51,7 @@ from connectors import unwrap as U
 from connectors.debezium_types import (BITS, CONNECT_DECIMAL, DATE_NAMES, PLACEHOLDER, PLACEHOLDER_B64,
                                        PLACEHOLDER_BYTES, TIME_UNITS, TS_UNITS, VARIABLE_DECIMAL, ZONED_TIME,
                                        ZONED_TIMESTAMP, Bad, FieldSpec, Modes, column_decoder, field_spec,
-                                       is_placeholder)
+                                       image_maker, is_placeholder, key_maker)
 from core import errors as E
 from core.errors import RegistryRefused, RegistryUnavailable
 from core.config import JobConfig, TableConfig
@@ -285,7 +285,43 @@ class _Plans:
 
     def __init__(self, registry=None) -> None:
         self._plans: dict[tuple, list] = {}
+        self._images: dict[tuple, tuple] = {}
         self.registry = registry
+
+    def image(self, table: TableConfig, fields: dict[str, FieldSpec], which: str, lenient: bool):
+        """The maker of a row image from the Avro reader's row tuple (fields in ``fields``'
+        order: both come from the writer's row record); a writer schema that does not fit the
+        columns raises here, as ``get`` does for a dict."""
+        k = (table.name, id(fields), which, lenient)
+        hit = self._images.get(k)
+        if hit is None or hit[0] is not fields:
+            plan = self.get(table, fields, "row")
+            types = dict(table.columns)
+            hit = (fields, image_maker(plan, tuple(types[c] for c, _, _ in plan), _modes(table), tuple(fields),
+                                       which, lenient, _Image))
+            self._images[k] = hit
+        return hit[1]
+
+    def images(self, table: TableConfig, fields: dict[str, FieldSpec]) -> tuple:
+        """The makers of an envelope's before (lenient) and after images from row tuples."""
+        k = (table.name, id(fields))
+        hit = self._images.get(k)
+        if hit is None or hit[0] is not fields:
+            hit = (fields, (self.image(table, fields, "before", True), self.image(table, fields, "after", False)))
+            self._images[k] = hit
+        return hit[1]
+
+    def key(self, table: TableConfig, fields: dict[str, FieldSpec], what: str):
+        """The maker of a primary key from the Avro reader's key tuple (fields in ``fields``'
+        order); a writer schema that does not fit the key columns raises here, as in ``get``."""
+        k = (table.name, id(fields), what)
+        hit = self._images.get(k)
+        if hit is None or hit[0] is not fields:
+            plan = self.get(table, fields, "key")
+            types = dict(table.columns)
+            hit = (fields, key_maker(plan, tuple(types[c] for c, _, _ in plan), _modes(table), tuple(fields), what))
+            self._images[k] = hit
+        return hit[1]
 
     def get(self, table: TableConfig, fields: dict[str, FieldSpec] | None, columns: str) -> list:
         k = (table.name, id(fields), columns)
@@ -374,13 +410,21 @@ def _key_from(doc: Any, fields: dict[str, FieldSpec] | None, table: TableConfig,
     return tuple(vals)
 
 
-def _message_key(data: Any, table: TableConfig, plans: _Plans, what: str = "message key") -> tuple | None:
-    """The primary key a message key (or the old-key header) names; None when there is none."""
+def _message_key(data: Any, table: TableConfig, plans: _Plans, what: str = "message key", pre: Any = None) -> tuple | None:
+    """The primary key a message key (or the old-key header) names; None when there is none.
+    ``pre``: what ``AV.read_all`` made of the key, if it read it (raised here, if it raised)."""
     if data is None:
         return None
     if plans.registry is not None and isinstance(data, (bytes, bytearray)) and data[:1] == b"\0":  # an Avro key
-        doc, writer = AV.read(data, plans.registry)
-        return _key_from(doc, _cached("k", writer, None, _key_fields), table, what, plans)
+        if pre is None:
+            pre = AV.read(data, plans.registry, as_tuple=True)
+        elif pre.__class__ is not tuple:
+            raise pre
+        doc, writer = pre
+        fields = _cached("k", writer, None, _key_fields)
+        if doc.__class__ is tuple and fields is not None:  # the key record's fields in its order
+            return plans.key(table, fields, what)(doc)
+        return _key_from(doc, fields, table, what, plans)
     try:
         doc, text = _parse(data, what, "k")
     except Bad as bad:
@@ -409,6 +453,8 @@ def _image(raw: Any, table: TableConfig, fields: dict[str, FieldSpec] | None, wh
     change needs only the key from it."""
     if raw is None:
         return None
+    if raw.__class__ is tuple and fields is not None:  # an Avro row record (connectors.avro: Writer.envelope)
+        return plans.image(table, fields, which, lenient)(raw)
     if not isinstance(raw, dict):
         raise Bad(E.DATA_WRONG_TYPE, f"'{which}' image must be a JSON object, got {type(raw).__name__}")
     img = _Image({}, [], [])
@@ -513,12 +559,15 @@ def _looks_unwrapped(payload: dict, table: TableConfig) -> bool:
 
 def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: Any, value: Any,
                   headers: Any = None, dropped: list | None = None,
-                  plans: _Plans | None = None, ignored: list | None = None) -> list[CdcEvent] | None:
+                  plans: _Plans | None = None, ignored: list | None = None, pre: Any = None,
+                  pre_key: Any = None) -> list[CdcEvent] | None:
     """Decode one Kafka record: its events (two for a key-changing update), None for a tombstone.
 
     Raises Bad for a record that must be quarantined; appends (table, column) pairs of declared
     columns missing from an image to ``dropped``, and the count of before-image values that
     did not decode (ignored: the change needs only the key from that image) to ``ignored``.
+    ``pre``, ``pre_key``: what ``AV.read_all`` made of an Avro envelope's value and key, when
+    the batch read them beforehand (each raised where its reading would have been).
     """
     candidates = cfg.tables_for_topic(topic)
     unwrapped = len(candidates) == 1 and candidates[0].format == "unwrapped"
@@ -526,7 +575,11 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     if value is None:
         return _unwrapped_tombstone(candidates[0], key, partition, offset, plans) if unwrapped else None
     if candidates and candidates[0].encoding == "avro":
-        payload, schema = AV.read(value, cfg.registry, not unwrapped)  # the body; its Writer is the schema
+        if pre is None:
+            pre = AV.read(value, cfg.registry, not unwrapped)
+        elif pre.__class__ is not tuple:
+            raise pre
+        payload, schema = pre  # the body; its Writer is the schema
         schema_text = None
     else:
         doc, schema_text = _parse(value, "value", "u" if unwrapped else "v")
@@ -554,13 +607,20 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
     if op == "t":
         return [CdcEvent(table.name, "t", (), None, None, ts, partition, offset)]
     fields = _cached("v", schema, schema_text, _value_fields)
-    before = _image(payload.get("before"), table, fields, "before", plans, lenient=True)
-    after = _image(payload.get("after"), table, fields, "after", plans) if op != "d" else None
+    before, after = payload.get("before"), payload.get("after") if op != "d" else None
+    if (before.__class__ is tuple or after.__class__ is tuple) and fields is not None:  # Avro rows (_image's first case)
+        lenient_image, strict_image = plans.images(table, fields)
+        before = lenient_image(before) if before.__class__ is tuple else _image(before, table, fields, "before", plans,
+                                                                               lenient=True)
+        after = strict_image(after) if after.__class__ is tuple else _image(after, table, fields, "after", plans)
+    else:
+        before = _image(before, table, fields, "before", plans, lenient=True)
+        after = _image(after, table, fields, "after", plans)
     if op in ("c", "r", "u") and after is None:
         raise Bad(E.DATA_MISSING_IMAGE, f"op {op!r} without an 'after' image")
     if after is not None:
         _check_after(after, table)
-    message_key = _message_key(key, table, plans)
+    message_key = _message_key(key, table, plans, pre=pre_key)
     if op == "d":
         image_key = _image_key(before, table) if before is not None else None
         if message_key is not None and image_key is not None and image_key != message_key:
@@ -588,7 +648,7 @@ def decode_record(cfg: JobConfig, topic: str, partition: int, offset: int, key: 
                                partition, offset, unavailable, old_key)]
     if dropped is not None:
         for img in (before, after):
-            if img is not None:
+            if img is not None and img.missing:
                 dropped.extend((table.name, c) for c in img.missing)
     if ignored is not None and before is not None and before.ignored:
         ignored.append(before.ignored)
@@ -693,6 +753,37 @@ def decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
             gc.enable()
 
 
+def _read_avro(cfg: JobConfig, recs: list) -> tuple[list, list]:
+    """The Avro values and keys of a batch's envelope records read in one loop each
+    (``AV.read_all``), one entry per record: None where ``decode_record`` reads for itself."""
+    pre: list = [None] * len(recs)
+    pre_key: list = [None] * len(recs)
+    if cfg.registry is None:
+        return pre, pre_key
+    envelope = {}
+    for t in cfg.tables:
+        c = cfg.tables_for_topic(t.topic)
+        envelope[t.topic] = bool(c) and c[0].encoding == "avro" and not (len(c) == 1 and c[0].format == "unwrapped")
+    try:  # the usual batch: records of Avro envelope topics only
+        if all(envelope.get(t) for t in {r[0] for r in recs}):
+            vals, keys = [r[4] for r in recs], [r[3] for r in recs]
+            return AV.read_all(vals, cfg.registry, envelope=True), AV.read_all(keys, cfg.registry, as_tuple=True)
+    except (TypeError, IndexError, KeyError):  # a malformed record: one by one below
+        pass
+    at = []
+    for n, r in enumerate(recs):
+        try:
+            if envelope.get(r[0]) and len(r) >= 5:
+                at.append(n)
+        except Exception:  # noqa: BLE001 - a malformed record: decode_record's loop reports it
+            continue
+    for n, got in zip(at, AV.read_all([recs[n][4] for n in at], cfg.registry, envelope=True)):
+        pre[n] = got
+    for n, got in zip(at, AV.read_all([recs[n][3] for n in at], cfg.registry, as_tuple=True)):
+        pre_key[n] = got
+    return pre, pre_key
+
+
 def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     out = DecodedBatch(events={t.name: [] for t in cfg.tables}, rejected=[])
     recs = list(records)
@@ -703,9 +794,13 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
     seen: set[tuple[str, str]] = set()
     plans = _Plans(cfg.registry)
     avro_topics = {t.topic for t in cfg.tables if t.encoding == "avro"}
+    pre = pre_key = None
     if avro_topics:  # a registry that does not answer delays the batch here, before any record
-        AV.prefetch(cfg.registry, (x for r in recs if len(r) > 4 and r[0] in avro_topics for x in (r[3], r[4])))
-    for rec in recs:
+        unwrapped = {t.topic for t in cfg.tables if t.encoding == "avro" and t.format == "unwrapped"}
+        if unwrapped:  # the envelopes' schemas are fetched as they are read, below
+            AV.prefetch(cfg.registry, recs, unwrapped)
+        pre, pre_key = _read_avro(cfg, recs)
+    for n, rec in enumerate(recs):
         out.records += 1
         try:
             topic, partition, offset, key, value = (tuple(rec) + (None,) * 5)[:5]
@@ -717,7 +812,8 @@ def _decode_batch(cfg: JobConfig, records: Iterable[tuple]) -> DecodedBatch:
         dropped: list[tuple[str, str]] = []
         ignored: list[int] = []
         try:
-            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans, ignored)
+            evs = decode_record(cfg, topic, partition, offset, key, value, headers, dropped, plans, ignored,
+                                pre[n] if pre is not None else None, pre_key[n] if pre is not None else None)
         except Bad as bad:
             avro = topic in avro_topics
             out.rejected.append(Rejected(topic, partition, offset, quarantine_text(key, avro),

@@ -383,3 +383,61 @@ def test_a_writer_schema_that_does_not_match_the_columns_is_quarantined(change, 
     else:
         assert [r.code for r in out.rejected] == ["DATA_AVRO_SCHEMA_MISMATCH"] and not out.events["t"]
         assert "writer schema" in out.rejected[0].reason
+
+
+def test_a_batch_read_beforehand_decodes_as_record_by_record():
+    """decode_batch reads a batch's Avro values and keys in one loop each before decoding
+    (AV.read_all, reusing the reader while the 5-byte prefix repeats); each record must come
+    out as decode_record alone makes it: the same events, and the same code and reason for
+    a bad body, a bad key or an unusable schema, wherever they sit among good records."""
+    from connectors.debezium import Bad, decode_record
+
+    rng = random.Random(5)
+    no_blob = [f for f in FIELDS if f[0] != "blob"]
+    AV.remember(URL, 51, avro_envelope(no_blob))
+    AV.remember(URL, 99, "{not json")  # a schema no record can be read by
+    recs = []
+    for off in range(400):
+        row = random_row(rng, off % 37)
+        op = rng.choice("cud")
+        before, after = (row, None) if op == "d" else (None if op == "c" else {"id": row["id"]}, row)
+        doc = {"before": avro_row(before), "after": avro_row(after), "source": {"table": "t", "lsn": off},
+               "op": op, "ts_ms": off}
+        if off % 5:
+            value = wire(VALUE_ID, avro_envelope(), doc)
+        else:  # another schema id among them
+            doc.update({k: None if doc[k] is None else {c: v for c, v in doc[k].items() if c != "blob"}
+                        for k in ("before", "after")})
+            value = wire(51, avro_envelope(no_blob), doc)
+        key = wire(KEY_ID, KEY_AVRO, {"id": row["id"] + (off % 29 == 0)})  # now and then another key
+        kind = rng.random()
+        if kind < 0.1:
+            value = value[:rng.randint(0, len(value) - 1)]  # cut
+        elif kind < 0.2:
+            b = bytearray(value)
+            b[rng.randrange(5, len(b))] = rng.randrange(256)  # a byte flipped in the body
+            value = bytes(b)
+        elif kind < 0.23:
+            value = b"\0\0\0\0\x63" + value[5:]  # schema id 99
+        elif kind < 0.26:
+            value = None  # a tombstone
+        elif kind < 0.3:
+            key = key[:-1] + b"\x80"  # a key cut in the middle of its number
+        elif kind < 0.33:
+            key = json.dumps({"id": row["id"]}).encode()  # a JSON key on the Avro topic
+        elif kind < 0.36:
+            key = None
+        recs.append((TOPIC, 0, off, key, value))
+    cfg = config("avro")
+    batch = decode_batch(cfg, recs)
+    events, rejected = [], []
+    for rec in recs:
+        try:
+            evs = decode_record(cfg, *rec, None, [], None, [])
+        except Bad as bad:
+            rejected.append((rec[2], bad.code, bad.reason))
+            continue
+        events += evs or []
+    assert batch.events["t"] == events and len(events) > 150
+    assert [(r.offset, r.code, r.reason) for r in batch.rejected] == rejected
+    assert {code for _, code, _ in rejected} >= {"DATA_AVRO_CORRUPT", "DATA_AVRO_BAD_SCHEMA", "DATA_KEY_MISMATCH"}
