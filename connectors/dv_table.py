@@ -704,14 +704,15 @@ class DVTable:
         self._rows.put(self._file(rel), t)
         return f
 
-    def commit(self, actions: list[dict], operation: str, *, read_version: int | None = None) -> int:
+    def commit(self, actions: list[dict], operation: str, *, read_version: int | None = None,
+               parameters: dict[str, str] | None = None, blind_append: bool = False) -> int:
         """Write ``actions`` as the next version, atomically on a local folder (a link that fails
         when the version exists), and under the lake's writer lease on S3."""
         snap = self.snapshot(must_exist=False)
         v = snap.version + 1
-        info = {"commitInfo": {"timestamp": _now_ms(), "operation": operation, "operationParameters": {},
+        info = {"commitInfo": {"timestamp": _now_ms(), "operation": operation, "operationParameters": parameters or {},
                                "readVersion": snap.version if read_version is None else read_version,
-                               "isolationLevel": "Serializable", "isBlindAppend": False, "engineInfo": ENGINE,
+                               "isolationLevel": "Serializable", "isBlindAppend": blind_append, "engineInfo": ENGINE,
                                "txnId": str(uuid.uuid4())}}
         text = "\n".join(json.dumps(a, separators=(",", ":")) for a in [info, *actions]) + "\n"
         target = self._log(f"{v:020d}.json")
@@ -719,6 +720,57 @@ class DVTable:
             raise CommitConflict(f"{self.path}: version {v} was written by another writer")
         snap.apply([json.loads(line) for line in text.splitlines()[1:]], v)
         return v
+
+    def append(self, data: pa.Table, *, app_id: str | None = None, batch_id: int | None = None,
+               parquet_options: dict | None = None) -> int | None:
+        """Append ``data`` to a table of any layout in one commit: one parquet file, its add action
+        with statistics, and the txn action of (``app_id``, ``batch_id``). Skipped (None) when the
+        table's log holds that app's txn at ``batch_id`` or later (a replayed batch). The protocol
+        and metadata are left as they are: a plain Delta table stays one (no deletion vectors), so
+        delta-rs and Spark keep reading and writing it.
+
+        Unlike delta-rs, which lists the whole ``_delta_log`` folder each time it opens a table,
+        the snapshot is followed by probing for the next version: the cost of a commit does not
+        grow with the commits the log keeps. Raises ``UnsupportedFeature`` for a table this writer
+        does not write (partitions, column mapping, constraints, generated or identity columns,
+        a column type it does not know): the caller writes it through delta-rs. Returns the
+        version committed."""
+        snap = self.snapshot()
+        schema = appendable_schema(self.path, snap)
+        if not snap.has_deletion_vectors:
+            # delta-rs vacuums and checkpoints a plain table, not this module: its remove actions
+            # need not be kept here (one a compacted batch file, for as long as the job runs)
+            snap.tombstones.clear()
+        missing = [n for n in schema.names if n not in data.column_names]
+        if missing or any(n not in schema.names for n in data.column_names):
+            raise UnsupportedFeature(f"{self.path}: the rows' columns {data.column_names} are not the table's "
+                                     f"{schema.names}")
+        if app_id is not None and snap.txns.get(app_id, -1) >= batch_id:
+            return None
+        t = _plain(data).select(schema.names).cast(schema)
+        options = {"compression": "snappy", **(parquet_options or {})}
+        rel = f"part-00000-{uuid.uuid4()}-c000.{str(options['compression']).lower()}.parquet"
+        buf = pa.BufferOutputStream()
+        pq.write_table(t, buf, **options)
+        blob = buf.getvalue().to_pybytes()
+        self._write_bytes(self._file(rel), blob)  # not kept in the row cache: nothing reads it back here
+        stats = file_stats(t)
+        nested = {f.name for f in schema if pa.types.is_nested(f.type)}
+        stats["nullCount"] = {k: v for k, v in stats["nullCount"].items() if k not in nested}
+        add = {"add": {"path": rel, "partitionValues": {}, "size": len(blob), "modificationTime": _now_ms(),
+                       "dataChange": True, "stats": json.dumps({"numRecords": t.num_rows, **stats})}}
+        for _ in range(3):  # another writer took the version: follow the log and try the next one
+            actions = [add]
+            if app_id is not None:
+                actions.append({"txn": {"appId": app_id, "version": int(batch_id), "lastUpdated": _now_ms()}})
+            try:
+                return self.commit(actions, "WRITE", parameters={"mode": "Append"}, blind_append=True)
+            except CommitConflict:
+                snap = self.snapshot()
+                if app_id is not None and snap.txns.get(app_id, -1) >= batch_id:
+                    self.files.delete(self._file(rel))  # the other writer committed this batch
+                    return None
+        raise CommitConflict(f"{self.path}: three commits in a row lost to another writer")
 
     # -- maintenance ---------------------------------------------------------------------------
     def compact(self, *, target_bytes: int, small_bytes: int, purge_share: float = 0.3,
@@ -977,6 +1029,52 @@ def arrow_schema_of(snap: Snapshot) -> pa.Schema:
             at = _SPARK_TYPES[t]
         fields.append(pa.field(f["name"], at, f.get("nullable", True)))
     return pa.schema(fields)
+
+
+def delta_arrow_type(t) -> pa.DataType:
+    """A Delta schema type (its JSON form: a name, or an array / map / struct object) as Arrow.
+    Raises ValueError for a type this module does not write."""
+    if isinstance(t, str):
+        if t.startswith("decimal("):
+            p, s = t[len("decimal("):-1].split(",")
+            return pa.decimal128(int(p), int(s))
+        if t not in _SPARK_TYPES:
+            raise ValueError(f"Delta type {t!r}")
+        return _SPARK_TYPES[t]
+    kind = t.get("type") if isinstance(t, dict) else None
+    if kind == "array":
+        return pa.list_(pa.field("element", delta_arrow_type(t["elementType"]), t.get("containsNull", True)))
+    if kind == "map":
+        return pa.map_(pa.field("key", delta_arrow_type(t["keyType"]), False),
+                       pa.field("value", delta_arrow_type(t["valueType"]), t.get("valueContainsNull", True)))
+    if kind == "struct":
+        return pa.struct([pa.field(f["name"], delta_arrow_type(f["type"]), f.get("nullable", True))
+                          for f in t["fields"]])
+    raise ValueError(f"Delta type {t!r}")
+
+
+def appendable_schema(path: str, snap: "Snapshot") -> pa.Schema:
+    """The table's Arrow schema when ``DVTable.append`` can write it: an unpartitioned table
+    without column mapping, constraints, generated or identity columns, invariants, or a
+    feature or type this module does not know. Raises ``UnsupportedFeature`` otherwise (and
+    FileNotFoundError when there is no table)."""
+    check_features(path, snap)
+    meta, p = snap.metadata, snap.protocol
+    conf = meta.get("configuration") or {}
+    if not isinstance(conf, dict):
+        conf = {}
+    fields = json.loads(meta["schemaString"])["fields"]
+    why = ("partition columns" if meta.get("partitionColumns") else
+           "column mapping" if conf.get("delta.columnMapping.mode", "none") != "none" or p.get("minReaderVersion", 1) == 2 else
+           "constraints" if any(k.startswith("delta.constraints.") for k in conf) else
+           "column metadata (generated, identity or invariant columns)" if any(f.get("metadata") for f in fields) else
+           None)
+    if why is None:
+        try:
+            return pa.schema([pa.field(f["name"], delta_arrow_type(f["type"]), f.get("nullable", True)) for f in fields])
+        except ValueError as e:
+            why = str(e)
+    raise UnsupportedFeature(f"{path}: the table has {why}; the log writer does not append to it")
 
 
 def spark_type(t: pa.DataType) -> str:
