@@ -8,7 +8,8 @@ batch and each later commit costs more. This times, on fresh tables in a tempora
   or through delta-rs as the job did before (``--writer delta-rs``: ``done_before`` then
   ``write_deltalake``), each with its (app id, batch id) txn action;
 - ``merge``: a MERGE of 100 changed rows into a 1,300-row table through ``delta_sink.merge``
-  (the job's path for ``sketches``, ``reachability``...), idempotent on the batch id;
+  (the job's path for ``sketches``, ``reachability``...; ``--writer delta-rs``: delta-rs's MERGE,
+  the mirrors' path), idempotent on the batch id;
 
 as the log grows to ``--commits`` commits, with a log checkpoint every ``--checkpoint-every``
 commits (what maintenance does; its cleanup keeps 30 days, so no commit file goes). Prints the
@@ -69,14 +70,15 @@ def run(op: str, writer: str, commits: int, block: int, checkpoint_every: int, r
         sink.ensure_table(None, path, "id BIGINT, v BIGINT, s STRING", cdf=True)
         sink.merge(None, path, pa.table({"id": pa.array(range(MERGE_ROWS), pa.int64()),
                                           "v": pa.array([0] * MERGE_ROWS, pa.int64()),
-                                          "s": [str(k) for k in range(MERGE_ROWS)]}), ["id"], app_id=APP, batch_id=0)
+                                          "s": [str(k) for k in range(MERGE_ROWS)]}), ["id"], app_id=APP, batch_id=0,
+                   small=writer == "job")
     times = []
     for i in range(1, commits + 1):
         t0 = time.perf_counter()
         if op == "append":
             _append(path, writer, i)
         else:
-            sink.merge(None, path, _merge_rows(i), ["id"], app_id=APP, batch_id=i)
+            sink.merge(None, path, _merge_rows(i), ["id"], app_id=APP, batch_id=i, small=writer == "job")
         times.append((time.perf_counter() - t0) * 1000)
         if checkpoint_every and i % checkpoint_every == 0:
             store.rs_table(path).create_checkpoint()
@@ -95,7 +97,7 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=200)
     ap.add_argument("--checkpoint-every", type=int, default=100)
     ap.add_argument("--writer", choices=["job", "delta-rs"], default="job",
-                    help="appends: the job's append_small, or delta-rs as before (merge: the job's path)")
+                    help="the job's paths, or delta-rs as before")
     ap.add_argument("--ops", default="append,merge")
     ap.add_argument("--json", help="write the block medians here")
     args = ap.parse_args()
@@ -105,8 +107,7 @@ def main() -> int:
     out = {}
     with tempfile.TemporaryDirectory(prefix="ivm-log-growth-") as root:
         for op in args.ops.split(","):
-            writer = args.writer if op == "append" else "job"
-            out[f"{op}:{writer}"] = run(op, writer, args.commits, args.block, args.checkpoint_every, root)
+            out[f"{op}:{args.writer}"] = run(op, args.writer, args.commits, args.block, args.checkpoint_every, root)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "load": load, "block_median_ms": out}, indent=1))
     return 0

@@ -165,6 +165,10 @@ MIRROR_FILE_BYTES = 4 * 2**20
 KEY_LIST_MAX = 1000
 
 
+# An output table up to this size on disk is merged by ``connectors.dv_table`` (copy-on-write,
+# the log followed by probing); a larger one by delta-rs, which prunes files by their statistics.
+SMALL_TABLE_BYTES = 64 * 2**20
+
 COPY_ON_WRITE, MERGE_ON_READ = "copy-on-write", "merge-on-read"
 
 
@@ -245,12 +249,12 @@ def merge_mirror(spark, path: str, table: TableConfig, changes: pa.Table,
     # a truncate's MERGE must see every row; a merge-on-read mirror finds its keys by index
     prune = "" if truncate or merge_on_read(path) else _key_list(table, changes)
     merge(spark, path, changes, table.primary_key, app_id=app_id, batch_id=batch_id, deleted=DELETED,
-          truncate=truncate, prune=prune)
+          truncate=truncate, prune=prune, small=False)
 
 
 def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | None = None,
           batch_id: int | None = None, deleted: str | None = None, truncate: bool = False,
-          prune: str = "") -> None:
+          prune: str = "", small: bool = True) -> None:
     """The one MERGE of the lake: upsert ``source`` into the Delta table at ``path`` on ``keys``,
     in one commit.
 
@@ -261,13 +265,26 @@ def merge(spark, path: str, source: pa.Table, keys: list[str], *, app_id: str | 
     target (``t."k" IN (...)``, DataFusion quoting) that lets delta-rs skip files.
     On a local or s3 lake delta-rs runs it (no Spark job: tens of milliseconds where Spark's
     MERGE took seconds), its commit with the same txn action and a change feed that Spark reads
-    row for row as its own; elsewhere (abfss://, gs://... through Hadoop) Spark's MERGE."""
+    row for row as its own; elsewhere (abfss://, gs://... through Hadoop) Spark's MERGE.
+
+    ``small``: an output table (not a mirror) of at most ``SMALL_TABLE_BYTES`` is merged by
+    ``connectors.dv_table``'s copy-on-write writer instead of delta-rs: the same files rewritten
+    and change-data files, without listing the whole ``_delta_log`` at each commit (delta-rs
+    1.6.6 does, and the log keeps a commit a batch for 30 days)."""
     if source.num_rows == 0 and not truncate:
         return
     columns = [c for c in source.column_names if c != deleted]
     if merge_on_read(path):
         dv.open_table(path).merge(source, keys, deleted=deleted, truncate=truncate, app_id=app_id, batch_id=batch_id)
         return
+    if small and rs_writes(path):
+        try:
+            t = dv.open_table(path)
+            if sum(f.size for f in t.snapshot().files.values()) <= SMALL_TABLE_BYTES:
+                t.merge(source, keys, deleted=deleted, truncate=truncate, app_id=app_id, batch_id=batch_id)
+                return
+        except (dv.UnsupportedFeature, FileNotFoundError):
+            pass  # a table the log writer does not write: delta-rs
     if rs_writes(path):
         table = store.rs_table(path)  # opened once: loading a table reads its log
         done = table.transaction_version(app_id) if app_id is not None else None

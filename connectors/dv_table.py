@@ -614,13 +614,25 @@ class DVTable:
               app_id: str | None = None, batch_id: int | None = None) -> int | None:
         """Upsert ``source`` on ``keys`` in one commit (``delta_sink.merge``'s contract): rows whose
         ``deleted`` flag is true delete their match; ``truncate`` deletes every row the batch does
-        not write. Returns the version committed, None when skipped (a replayed batch)."""
+        not write. Returns the version committed, None when skipped (a replayed batch).
+
+        On a table without deletion vectors (a small output table: ``delta_sink.merge``) it is
+        copy-on-write, as delta-rs's MERGE: each file holding a matched key is removed and its
+        other rows written again; the protocol is left as it is. Raises ``UnsupportedFeature``
+        for such a table that ``append`` would not write either."""
         snap = self.snapshot()
-        check_features(self.path, snap)
+        cow = not snap.has_deletion_vectors
+        if cow:
+            schema = appendable_schema(self.path, snap)
+            snap.tombstones.clear()  # delta-rs vacuums and checkpoints a plain table (see ``append``)
+        else:
+            check_features(self.path, snap)
         keys = list(keys)
         if app_id is not None and snap.txns.get(app_id, -1) >= batch_id:
             return None
-        schema = arrow_schema_of(snap)
+        if not cow:
+            schema = arrow_schema_of(snap)
+        cdf = (snap.metadata.get("configuration") or {}).get("delta.enableChangeDataFeed") == "true" if cow else True
         names = schema.names
         flag = (source.column(deleted).to_numpy(zero_copy_only=False).astype(bool) if deleted
                 else np.zeros(source.num_rows, dtype=bool))
@@ -628,6 +640,7 @@ class DVTable:
         actions: list[dict] = []
         changes: list[pa.Table] = []
         dv_blobs: list[tuple[AddFile, BitMap]] = []
+        rewrite: list[tuple[AddFile, np.ndarray]] = []  # copy-on-write: (file, its replaced rows)
         found = self.locate(snap, source, keys)
         matched = np.zeros(source.num_rows, dtype=bool)
         for path, (pos, src) in found.items():
@@ -635,7 +648,9 @@ class DVTable:
             matched[src] = True
             old = self.rows(f).select(names).take(pa.array(pos)).cast(schema)
             changes.append(_typed(old, ["delete" if flag[i] else "update_preimage" for i in src.tolist()]))
-            if not truncate:
+            if not truncate and cow:
+                rewrite.append((f, pos))
+            elif not truncate:
                 dv_blobs.append((f, self.deleted(f) | BitMap(pos.tolist())))
         if truncate:  # every file goes; the rows no source row matched are deleted
             for f in list(snap.files.values()):
@@ -651,8 +666,13 @@ class DVTable:
             changes.append(_typed(post.take(pa.array(upd)), "update_postimage"))
         if ins.size:
             changes.append(_typed(post.take(pa.array(ins)), "insert"))
-        if not actions and not dv_blobs and new.num_rows == 0 and app_id is None:
+        if not actions and not dv_blobs and not rewrite and new.num_rows == 0 and app_id is None:
             return None  # nothing to commit
+        for f, pos in rewrite:
+            actions.append(f.remove())
+            rest = self._without(self.rows(f).select(names), BitMap(pos.tolist())).cast(schema)
+            if rest.num_rows:
+                actions.append(_plain_add(self._write_data(rest).action(), schema))
         if dv_blobs:
             name = uuid.uuid4()
             blob, offset = bytearray(b"\x01"), 1
@@ -668,11 +688,12 @@ class DVTable:
                 self._dvs[json.dumps(desc, sort_keys=True)] = bm
             self._write_bytes(self._file(f"deletion_vector_{name}.bin"), bytes(blob))
         if new.num_rows:
-            actions.append(self._write_data(new).action())
+            a = self._write_data(new).action()
+            actions.append(_plain_add(a, schema) if cow else a)
         # A commit that only inserts needs no change-data file: Delta readers (Spark's and
         # ``changes``) read its added files as the inserts.
-        only_inserts = not truncate and not dv_blobs  # nothing matched: every change is an insert
-        if changes and not only_inserts:
+        only_inserts = not truncate and not dv_blobs and not rewrite  # nothing matched: every change is an insert
+        if changes and not only_inserts and cdf:
             cdc = pa.concat_tables([c.cast(pa.schema(list(schema) + [pa.field(CHANGE_TYPE, pa.string())]))
                                     for c in changes])
             rel = f"_change_data/cdc-{uuid.uuid4()}.c000.snappy.parquet"
@@ -680,7 +701,7 @@ class DVTable:
             actions.append({"cdc": {"path": rel, "partitionValues": {}, "size": size, "dataChange": False}})
         if app_id is not None:
             actions.append({"txn": {"appId": app_id, "version": int(batch_id), "lastUpdated": _now_ms()}})
-        removed = list(snap.files.values()) if truncate else []
+        removed = list(snap.files.values()) if truncate else [f for f, _ in rewrite]
         v = self.commit(actions, "MERGE")
         for f in removed:
             self._forget(f.path)
@@ -754,11 +775,7 @@ class DVTable:
         pq.write_table(t, buf, **options)
         blob = buf.getvalue().to_pybytes()
         self._write_bytes(self._file(rel), blob)  # not kept in the row cache: nothing reads it back here
-        stats = file_stats(t)
-        nested = {f.name for f in schema if pa.types.is_nested(f.type)}
-        stats["nullCount"] = {k: v for k, v in stats["nullCount"].items() if k not in nested}
-        add = {"add": {"path": rel, "partitionValues": {}, "size": len(blob), "modificationTime": _now_ms(),
-                       "dataChange": True, "stats": json.dumps({"numRecords": t.num_rows, **stats})}}
+        add = _plain_add(AddFile(rel, len(blob), t.num_rows, file_stats(t), None, _now_ms()).action(), schema)
         for _ in range(3):  # another writer took the version: follow the log and try the next one
             actions = [add]
             if app_id is not None:
@@ -901,6 +918,16 @@ class DVTable:
     def _dv_files(self, files) -> set[str]:
         """The deletion-vector files (relative paths) of ``files``."""
         return {os.path.relpath(self._dv_path(f.dv), self.root) for f in files if f.dv and f.dv["storageType"] != "i"}
+
+
+def _plain_add(a: dict, schema: pa.Schema) -> dict:
+    """An add action for a table without deletion vectors, with statistics as delta-rs and Spark
+    write them there: no ``tightBounds``, null counts of the non-nested columns only."""
+    stats = json.loads(a["add"]["stats"])
+    stats.pop("tightBounds", None)
+    nested = {f.name for f in schema if pa.types.is_nested(f.type)}
+    stats["nullCount"] = {k: v for k, v in stats.get("nullCount", {}).items() if k not in nested}
+    return {"add": {**a["add"], "stats": json.dumps(stats)}}
 
 
 def _clean(v):

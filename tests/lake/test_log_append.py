@@ -218,3 +218,120 @@ def test_appends_on_an_s3_lake(s3_server, tmp_path):
         assert sorted(t.column("id").to_pylist()) == [100, 101, 102, 200, 201, 202]
     finally:
         store.use(None)
+
+
+# -- merge on small output tables: copy-on-write by the log writer ------------------------------
+
+KEYED_DDL = "q STRING, t STRING, n BIGINT, frag ARRAY<INT>, m MAP<STRING, BIGINT>"
+
+
+def _keyed(items: dict, deleted: set = frozenset()) -> pa.Table:
+    """Rows keyed on (q, t) (the ``sketches`` table's shape), with a ``__deleted`` flag."""
+    keys = sorted(items) + sorted(deleted)
+    return pa.table({
+        "q": [k[0] for k in keys], "t": [k[1] for k in keys],
+        "n": pa.array([items.get(k, 0) for k in keys], pa.int64()),
+        "frag": pa.array([[items.get(k, 0) % 5, 1] for k in keys], pa.list_(pa.int32())),
+        "m": pa.array([[("x", items.get(k, 0))] for k in keys], pa.map_(pa.string(), pa.int64())),
+        "__deleted": [k in deleted for k in keys]})
+
+
+def _state(path: str) -> dict:
+    t = store.rs_table(path).to_pyarrow_table()
+    return {(r["q"], r["t"]): (r["n"], r["frag"], dict(r["m"])) for r in t.to_pylist()}
+
+
+def _model_state(model: dict) -> dict:
+    return {k: (n, [n % 5, 1], {"x": n}) for k, n in model.items()}
+
+
+def test_small_merge_is_copy_on_write_with_exact_change_feed(tmp_path):
+    path = str(tmp_path / "keyed")
+    sink.ensure_table(None, path, KEYED_DDL, cdf=True)
+    model: dict = {}
+    feed_model: list = []
+    import random
+
+    rnd = random.Random(3)
+    for b in range(12):
+        items, gone = {}, set()
+        for _ in range(15):
+            k = (f"q{rnd.randrange(4)}", f"t{rnd.randrange(6)}")
+            if k in model and rnd.random() < 0.3:
+                gone.add(k)
+                items.pop(k, None)
+            else:
+                items[k] = rnd.randrange(1000)
+                gone.discard(k)
+        for k in gone:
+            feed_model.append((b + 1, k, model.pop(k), "delete"))
+        for k, n in items.items():
+            if k in model:
+                feed_model += [(b + 1, k, model[k], "update_preimage"), (b + 1, k, n, "update_postimage")]
+            else:
+                feed_model.append((b + 1, k, n, "insert"))
+            model[k] = n
+        sink.merge(None, path, _keyed(items, gone), ["q", "t"], app_id="app", batch_id=b, deleted="__deleted")
+        assert _state(path) == _model_state(model), b
+    assert _engines(path)[1:] == [dv.ENGINE] * 12
+    assert not sink.has_deletion_vectors(path)
+    # a replayed batch is skipped
+    sink.merge(None, path, _keyed({("q0", "t0"): -1}), ["q", "t"], app_id="app", batch_id=11, deleted="__deleted")
+    assert store.rs_table(path).version() == 12 and _state(path) == _model_state(model)
+    # the change feed, read by delta-rs: exactly the model's changes
+    t = store.rs_table(path)
+    feed = pa.RecordBatchReader.from_stream(t.load_cdf(starting_version=1, ending_version=12)).read_all()
+    got = sorted((r["_commit_version"], (r["q"], r["t"]), r["n"], r["_change_type"]) for r in feed.to_pylist())
+    assert got == sorted(feed_model)
+    w = sink.read_changes(None, path, 0, 12, ["q", "t", "n"])
+    assert sum(w.column(sink.WEIGHT).to_pylist()) == len(model)
+    # delta-rs merges after ours and ours after delta-rs's, maintenance in between
+    sink.merge(None, path, _keyed({("q9", "t9"): 9}), ["q", "t"], app_id="app", batch_id=12, deleted="__deleted",
+               small=False)
+    Maintenance(MaintenanceConfig(compact_min_files=2, retention_hours=0, checkpoint_every=2)).maintain(path)
+    dv.drop_caches()
+    sink.merge(None, path, _keyed({("q9", "t9"): 10}, {("q0", "t0")}), ["q", "t"], app_id="app", batch_id=13,
+               deleted="__deleted")
+    model[("q9", "t9")] = 10
+    model.pop(("q0", "t0"), None)
+    assert _state(path) == _model_state(model)
+    assert _engines(path)[-1] == dv.ENGINE
+
+
+def test_truncating_merge_and_a_table_without_change_feed(tmp_path):
+    path = str(tmp_path / "plain")
+    sink.ensure_table(None, path, "id BIGINT, v STRING", cdf=False)
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]})
+    sink.merge(None, path, data, ["id"], app_id="app", batch_id=0)
+    sink.merge(None, path, pa.table({"id": pa.array([2, 4], pa.int64()), "v": ["B", "d"]}), ["id"],
+               app_id="app", batch_id=1, truncate=True)
+    t = store.rs_table(path).to_pyarrow_table()
+    assert sorted(zip(t.column("id").to_pylist(), t.column("v").to_pylist())) == [(2, "B"), (4, "d")]
+    assert not list(Path(path).glob("_change_data/*"))  # no change feed on this table: no change-data files
+    assert _engines(path)[1:] == [dv.ENGINE] * 2
+
+
+@pytest.mark.spark
+def test_spark_reads_a_copy_on_write_merge(spark, tmp_path):
+    path = str(tmp_path / "keyed")
+    sink.ensure_table(None, path, KEYED_DDL, cdf=True)
+    sink.merge(None, path, _keyed({("a", "x"): 1, ("a", "y"): 2, ("b", "x"): 3}), ["q", "t"], app_id="app",
+               batch_id=0, deleted="__deleted")
+    sink.merge(None, path, _keyed({("a", "x"): 10, ("c", "z"): 4}, {("b", "x")}), ["q", "t"], app_id="app",
+               batch_id=1, deleted="__deleted")
+    assert _engines(path)[1:] == [dv.ENGINE] * 2
+    rows = {(r.q, r.t): (r.n, list(r.frag), dict(r.m)) for r in spark.read.format("delta").load(path).collect()}
+    assert rows == _model_state({("a", "x"): 10, ("a", "y"): 2, ("c", "z"): 4})
+    cdf = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
+           .option("endingVersion", 2).load(path).select("q", "t", "n", "_change_type", "_commit_version").collect())
+    assert sorted((r._commit_version, r.q, r.t, r.n, r._change_type) for r in cdf) == sorted([
+        (1, "a", "x", 1, "insert"), (1, "a", "y", 2, "insert"), (1, "b", "x", 3, "insert"),
+        (2, "a", "x", 1, "update_preimage"), (2, "a", "x", 10, "update_postimage"), (2, "b", "x", 3, "delete"),
+        (2, "c", "z", 4, "insert")])
+    # Spark's own MERGE goes on after ours, and ours after it
+    with sink.txn(spark, "app", 2):
+        spark.sql(f"MERGE INTO delta.`{path}` t USING (SELECT 'a' AS q, 'y' AS t) s ON t.q = s.q AND t.t = s.t "
+                  "WHEN MATCHED THEN DELETE")
+    sink.merge(None, path, _keyed({("d", "d"): 5}), ["q", "t"], app_id="app", batch_id=2, deleted="__deleted")
+    sink.merge(None, path, _keyed({("d", "d"): 6}), ["q", "t"], app_id="app", batch_id=3, deleted="__deleted")
+    assert _state(path) == _model_state({("a", "x"): 10, ("c", "z"): 4, ("d", "d"): 6})
