@@ -201,26 +201,15 @@ def merge_groups(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
         pages: dict = {}
         for key, slot in state.slot_of.items():  # live groups only (inserts: every group seen)
             text = group_key_text(key if len(spec.group) != 1 else (key,))
-            pages.setdefault(group_page(text, group_pages), {})[text] = encode_group(_one_group(spec, state, slot, key))
+            pages.setdefault(group_page(text, group_pages), {})[text] = encode_group(_one_group(spec, state, slot, d))
         for pid, page in sorted(pages.items()):
             out.add(qk, str(pid), w=len(page), a=encode_page(page))
         _route(out, q, res, "group", group_pages)
     return out.table()
 
 
-def _one_group(spec, state, slot: int, key):
-    """The entries of one slot of a many-group ``AggState`` as a state of that one group (slot 0)."""
-    one = aggregate.new_state(spec)
-    pick = slice(slot, slot + 1)
-    one.slot_of, one.keys = {key: 0}, [key]
-    one.cnt = state.cnt[pick].copy()
-    one.acc = [None if a is None else a[pick].copy() for a in state.acc]
-    one.nn = [None if a is None else a[pick].copy() for a in state.nn]
-    one.arg_int = list(state.arg_int)
-    one.ordered = [{0: od[slot]} if slot in od else {} for od in state.ordered]
-    one.frontier = [{0: fr[slot]} if slot in fr else {} for fr in state.frontier]
-    one.frag_id, one.frag_n = state.frag_id[pick].copy(), state.frag_n[pick].copy()
-    one.frag_multi = {0: dict(state.frag_multi[slot])} if slot in state.frag_multi else {}
+def _one_group(spec, state, slot: int, d: Delta):
+    """One slot of a many-group ``AggState`` as a state of that one group (slot 0)."""
+    one = aggregate.assemble(spec, aggregate.take(spec, state, [slot]), d)
     one.out_types = list(state.out_types) if state.out_types is not None else None
-    one.started = state.started
     return one
