@@ -213,7 +213,7 @@ def _timed(op: str, cls):
 
 TimedCdcProcessor = _timed("cdc", P.CdcProcessor)
 TimedJoinProcessor = _timed("join", P.JoinProcessor)
-TimedGroupProcessor = _timed("group", P.GroupProcessor)
+TimedGroupBucketProcessor = _timed("group", P.GroupBucketProcessor)  # pickled by this name
 TimedTopKProcessor = _timed("topk", P.TopKProcessor)
 TimedMuProcessor = _timed("mu", P.MuProcessor)
 
@@ -222,8 +222,8 @@ def use_timed_processors() -> None:
     """The backend's ``stream`` builds these (it looks them up in the processors module)."""
     import bench.statestore_costs as me  # by this name, so that the workers import it too
 
-    P.CdcProcessor, P.JoinProcessor, P.GroupProcessor = me.TimedCdcProcessor, me.TimedJoinProcessor, \
-        me.TimedGroupProcessor
+    P.CdcProcessor, P.JoinProcessor, P.GroupBucketProcessor = me.TimedCdcProcessor, me.TimedJoinProcessor, \
+        me.TimedGroupBucketProcessor
     P.TopKProcessor, P.MuProcessor = me.TimedTopKProcessor, me.TimedMuProcessor
 
 

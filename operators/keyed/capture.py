@@ -7,19 +7,19 @@ The state the keyed pipeline would hold after one batch that inserts every row o
    under (table, bucket of its key) -- an entry of a ``cdc.image_pages.v2`` page; and for each
    query on the table the slice's annotated rows routed to the query's next stage
    (``KeyedQuery.route``): a join's side rows cut by ``JOIN_BUCKETS`` buckets of the join key,
-   an aggregation's rows cut by ``GROUP_BUCKETS`` buckets of the group's page (every row of a
-   page's groups lands in the same bucket), a top-k's rows (one key per query), or, with no
+   an aggregation's rows cut by the group stage's buckets (key: the query's set of queries
+   with the same group key, and the bucket), a top-k's rows (one key per query), or, with no
    stateful operator, fragment weights (key (query, fragment)).
 2. ``merge_joins`` (all side rows of one (query, bucket)): one ``join.step`` from no state
    over both sides' rows (ΔL ⋈ ΔR: every pair), routed on like 1's, and each join key's
    ``sketch.join.v1`` state (its rows of each side, consolidated: what ``join_step`` from no
    state leaves).
-3. ``merge_groups`` (all partial rows of one (query, bucket), from 1 and 2): one
+3. ``merge_groups`` (all partial rows of one (set, bucket), from 1 and 2): per query one
    ``aggregate.step`` from the empty state over them, then the HAVING/projection nodes above
-   it, and the state cut into one ``imp.group.v1`` per group (the entries ``group_step``
-   would hold had the group's rows come in one batch), gathered into pages of groups
-   (``imp.group_pages.v2``, the group stage's state per (query, page)); the output rows go on
-   to the top-k or to μ.
+   it, and the state cut into one record per group (``aggregate.take``: what ``groups_step``
+   would hold had the rows come in one batch), gathered into the bucket's pages of groups
+   (``imp.groups.v3``, {group key text: {query: record}}); the output rows go on to the top-k
+   or to μ.
 4. ``merge_topk`` (all top-k input rows of one query, from 1, 2 and 3): one ``topk_step`` from
    the empty state: the query's ``topk.ordered.v2`` (one row per group, or per input row) and
    the fragment weights of the k rows it emits.
@@ -30,9 +30,9 @@ Rows are ``(k1, k2, pk, w, a)`` (``CAPTURE_SCHEMA``): k1 is the table for a last
 the key's ``key_hash``, from which the page follows once the table's page count is known; a:
 its pickled (key, image); the pages job groups them by (table, bucket, page)), ``j:`` +
 query for a join side's rows (k2: bucket; w: side 0/1; a: ``encode_delta``) or a join key's
-state (k2: the join key text; a: ``encode_join``), ``g:`` + query for partial rows (k2:
-bucket; a: ``encode_delta``) or a page of group states (k2: the page; w: its groups; a:
-{group key text: ``encode_group``} pickled), ``k:`` + query for top-k input rows (k2: "";
+state (k2: the join key text; a: ``encode_join``), ``g:`` + set of queries for partial rows
+(k2: bucket; pk: the query; a: ``encode_delta``) or a page of group records (k2: the bucket;
+pk: the page; w: its records; a: ``encode_groups``), ``k:`` + query for top-k input rows (k2: "";
 a: ``encode_delta``) or the query's top-k state (k2: ""; a: ``encode_topk``), ``f:`` + query
 for a fragment weight or count (w). Spark runs 1 as ``mapInArrow`` over the mirror at a
 pinned Delta version, 2 to 4 over partitions sorted by (k1, k2) and 5 as a ``sum``; the tests
@@ -45,17 +45,15 @@ import datetime as dt
 import pickle
 import zlib
 
-import numpy as np
 import pyarrow as pa
 
-from operators.keyed.cdc import encode_page, key_hash
-from operators.keyed.sketch import (decode_delta, encode_delta, encode_group, fragment_weights, group_key_text,
+from operators.keyed.cdc import key_hash
+from operators.keyed.sketch import (decode_delta, encode_delta, encode_groups, fragment_weights, group_key_text,
                                     group_page, join_key_text)
 from operators.sketch import aggregate, stateless
-from operators.sketch.delta import Delta, group_codes
+from operators.sketch.delta import Delta
 from operators.sketch.plan import FilterNode
 
-GROUP_BUCKETS = 64  # blobs per (slice, query): small enough to merge, few enough to shuffle
 JOIN_BUCKETS = 64  # the same for a join's side rows
 
 CAPTURE_SCHEMA = "k1 string, k2 string, pk string, w long, a binary"
@@ -89,8 +87,7 @@ class _Rows:
         return pa.table([pa.array(c, f.type) for c, f in zip(self.cols, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
 
 
-def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buckets: int,
-               group_pages: int) -> pa.Table:
+def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buckets: int) -> pa.Table:
     """Stage 1 for one slice of ``table``'s rows (columns in the table's schema order)."""
     out = _Rows()
     names = rows.column_names
@@ -108,7 +105,7 @@ def slice_rows(table: str, rows: pa.Table, primary_key: list, queries: list, buc
             for b, side, part in q.annotate_sides(table, deltas, join_bucket):
                 out.add(f"j:{q.name}", b, w=side, a=encode_delta(part))
             continue
-        _route(out, q, q.annotate(deltas, table), "input", group_pages)
+        _route(out, q, q.annotate(deltas, table), "input")
     return out.table()
 
 
@@ -118,13 +115,13 @@ def join_bucket(key: tuple) -> str | None:
     return None if text is None else str(zlib.crc32(text.encode("utf-8")) % JOIN_BUCKETS)
 
 
-def _route(out: _Rows, q, d: Delta | None, after: str, group_pages: int) -> None:
+def _route(out: _Rows, q, d: Delta | None, after: str) -> None:
     """A stage's output rows to the next capture stage, as ``KeyedQuery.route`` sends a batch's."""
     if d is None or len(d) == 0:  # as the pipeline: no rows, no group
         return
     if after in ("input", "join") and q.aggregated:
-        for b, part in _by_bucket(q, d, group_pages):
-            out.add(f"g:{q.name}", str(b), a=encode_delta(part))
+        for b, part in q.split_groups(d):
+            out.add(f"g:{q.group_set}", str(b), q.name, a=encode_delta(part))
     elif after != "topk" and q.topk is not None:
         out.add(f"k:{q.name}", "", a=encode_delta(d))
     else:
@@ -132,22 +129,7 @@ def _route(out: _Rows, q, d: Delta | None, after: str, group_pages: int) -> None
             out.add(f"f:{q.name}", str(f), w=int(x))
 
 
-def _by_bucket(q, d: Delta, group_pages: int) -> list:
-    """An annotated delta -> [(bucket, its rows)], the bucket from the group's page (so that a
-    page's groups all reach one ``merge_groups`` call)."""
-    spec = q.agg.spec
-    if not spec.group:
-        return [(group_page(group_key_text(()), group_pages) % GROUP_BUCKETS, d)]
-    inv, first = group_codes([d.table.column(i) for i, _ in spec.group], len(d))
-    reps = d.table.take(pa.array(first))
-    keys = zip(*[reps.column(i).to_pylist() for i, _ in spec.group])
-    gb = np.fromiter((group_page(group_key_text(k), group_pages) % GROUP_BUCKETS for k in keys), np.int64,
-                     len(first))
-    rb = gb[inv]
-    return [(int(b), d.filter(rb == b)) for b in np.unique(rb).tolist()]
-
-
-def merge_joins(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
+def merge_joins(queries: dict, rows: pa.Table) -> pa.Table:
     """Stage 2 over whole buckets (rows with ``k1`` = ``j:`` + query, any number of buckets):
     each join key's state (k2: the key text, a: ``encode_join``) and the join's output rows,
     routed to the aggregation, the top-k or μ."""
@@ -161,7 +143,7 @@ def merge_joins(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
         states, res = q.join_keys(ls, rs)
         for text, blob in sorted(states):
             out.add(qk, text, a=blob)
-        _route(out, q, res, "join", group_pages)
+        _route(out, q, res, "join")
     return out.table()
 
 
@@ -177,50 +159,39 @@ def merge_topk(queries: dict, rows: pa.Table) -> pa.Table:
         blob, res = q.topk_step(None, ds)
         if blob is not None:
             out.add(qk, "", a=blob)
-        _route(out, q, res, "topk", 0)
+        _route(out, q, res, "topk")
     return out.table()
 
 
-def merge_groups(queries: dict, rows: pa.Table, group_pages: int) -> pa.Table:
-    """Stage 3 over whole buckets (rows with ``k1`` = ``g:`` + query, any number of buckets):
-    pages of group states (k2: the page, w: its groups, a: the page blob) and their output
+def merge_groups(queries: dict, rows: pa.Table, pages_of) -> pa.Table:
+    """Stage 3 over whole buckets (rows with ``k1`` = ``g:`` + set of queries, pk the query; any
+    number of buckets): each bucket's pages of group records (k2: the bucket, pk: the page, w:
+    its records, a: the page blob; ``pages_of``: set -> pages per bucket) and the groups' output
     rows, routed to the top-k or μ."""
     by: dict = {}
-    for qk, blob in zip(rows.column("k1").to_pylist(), rows.column("a").to_pylist()):
-        by.setdefault(qk, []).append(blob)
+    for key, name, blob in zip(zip(rows.column("k1").to_pylist(), rows.column("k2").to_pylist()),
+                               rows.column("pk").to_pylist(), rows.column("a").to_pylist()):
+        by.setdefault(key, {}).setdefault(name, []).append(blob)
     out = _Rows()
-    for qk, blobs in by.items():
-        name = qk[2:]
-        q = queries[name]
-        spec = q.agg.spec
-        d = Delta.concat([decode_delta(b) for b in blobs], q.space.nbits)
-        state, res = aggregate.step(spec, aggregate.new_state(spec), d)
-        for node in reversed(q.above):
-            res = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(
-                node.spec, None, res)[1]
-        pages: dict = {}
-        for key, slot in state.slot_of.items():  # live groups only (inserts: every group seen)
-            text = group_key_text(key if len(spec.group) != 1 else (key,))
-            pages.setdefault(group_page(text, group_pages), {})[text] = encode_group(_one_group(spec, state, slot, key))
+    for (k1, k2), per in by.items():
+        pages: dict = {}  # page -> {group key text: {query: record}}
+        routed = []
+        n_pages = pages_of(k1[2:])
+        for name, blobs in sorted(per.items()):
+            q = queries[name]
+            spec = q.agg.spec
+            d = Delta.concat([decode_delta(b) for b in blobs], q.space.nbits)
+            state, res = aggregate.step(spec, aggregate.new_state(spec), d)
+            for node in reversed(q.above):
+                res = (stateless.select_step if isinstance(node, FilterNode) else stateless.project_step)(
+                    node.spec, None, res)[1]
+            live = list(state.slot_of.items())  # live groups only (inserts: every group seen)
+            for (key, _), rec in zip(live, aggregate.take(spec, state, [s for _, s in live])):
+                text = group_key_text(key if len(spec.group) != 1 else (key,))
+                pages.setdefault(group_page(text, n_pages), {}).setdefault(text, {})[name] = rec
+            routed.append((q, res))
         for pid, page in sorted(pages.items()):
-            out.add(qk, str(pid), w=len(page), a=encode_page(page))
-        _route(out, q, res, "group", group_pages)
+            out.add(k1, k2, str(pid), w=sum(len(e) for e in page.values()), a=encode_groups(page))
+        for q, res in routed:
+            _route(out, q, res, "group")
     return out.table()
-
-
-def _one_group(spec, state, slot: int, key):
-    """The entries of one slot of a many-group ``AggState`` as a state of that one group (slot 0)."""
-    one = aggregate.new_state(spec)
-    pick = slice(slot, slot + 1)
-    one.slot_of, one.keys = {key: 0}, [key]
-    one.cnt = state.cnt[pick].copy()
-    one.acc = [None if a is None else a[pick].copy() for a in state.acc]
-    one.nn = [None if a is None else a[pick].copy() for a in state.nn]
-    one.arg_int = list(state.arg_int)
-    one.ordered = [{0: od[slot]} if slot in od else {} for od in state.ordered]
-    one.frontier = [{0: fr[slot]} if slot in fr else {} for fr in state.frontier]
-    one.frag_id, one.frag_n = state.frag_id[pick].copy(), state.frag_n[pick].copy()
-    one.frag_multi = {0: dict(state.frag_multi[slot])} if slot in state.frag_multi else {}
-    one.out_types = list(state.out_types) if state.out_types is not None else None
-    one.started = state.started
-    return one

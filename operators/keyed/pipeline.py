@@ -1,7 +1,7 @@
 """The keyed stages of one micro-batch in one process: the statestore backend's logic without Spark.
 
 ``stage_cdc`` (key: table and bucket), ``KeyedQuery.join_step`` (key: query and join key),
-``stage_group_page`` (key: query and page of groups), ``KeyedQuery.topk_step`` (key: query) and
+``stage_groups`` (key: set of queries and bucket of groups), ``KeyedQuery.topk_step`` (key: query) and
 ``stage_mu`` (key: query and fragment) are what the Spark processors of
 ``state.statestore`` call for each key; ``KeyedPipeline`` calls them with dict state
 in the order Spark's shuffles would, so the fast tests check the keyed path against the
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from core.mirror_plan import TablePlan
 from operators.keyed import cdc
-from operators.keyed.sketch import KeyedQuery, group_page, mu_step
+from operators.keyed.sketch import GROUP_MIN_PAGES, GroupPages, KeyedQuery, group_entries, mu_step
 from operators.sketch.delta import Delta
 
 
@@ -25,7 +25,7 @@ from operators.sketch.delta import Delta
 class Stage1Out:
     plan: TablePlan
     deltas: list  # (weight, image)
-    groups: dict = field(default_factory=dict)  # query -> [(group key text, Delta)]
+    groups: dict = field(default_factory=dict)  # query -> [(bucket of groups, Delta)]
     fragments: dict = field(default_factory=dict)  # query (no stateful operator) -> {fragment: weight}
     joins: dict = field(default_factory=dict)  # query (join) -> [(join key text, side, Delta)]
     topk: dict = field(default_factory=dict)  # query (top-k, no join, no aggregation) -> Delta
@@ -35,13 +35,14 @@ def stage_cdc(store, events: list, queries: list, table: str | None = None) -> S
     annotated rows for its next stage."""
     b = cdc.step(store, events)
     out = Stage1Out(b.plan, b.deltas)
+    raw = queries[0].raw(table or queries[0].tables[0], b.deltas) if queries and b.deltas else None  # once per bucket
     for q in queries:
         if q.join is not None:
-            js = q.annotate_sides(table or q.tables[0], b.deltas)
+            js = q.annotate_sides(table or q.tables[0], b.deltas, raw=raw)
             if js:
                 out.joins[q.name] = js
             continue
-        r = q.route(q.annotate(b.deltas, table), "input")
+        r = q.route(q.annotate(b.deltas, table, raw), "input")
         if r.groups:
             out.groups[q.name] = r.groups
         if r.topk is not None:
@@ -50,25 +51,20 @@ def stage_cdc(store, events: list, queries: list, table: str | None = None) -> S
             out.fragments[q.name] = r.fragments
     return out
 
-GROUP_PAGES = 1 << 16  # pages of groups per query (a multiple of the capture's GROUP_BUCKETS)
-
-def stage_group_page(q: KeyedQuery, page_blob, parts: dict) -> tuple:
-    """One page of ``q``'s groups ({group key text: group state}, ``imp.group_pages.v2``) and
-    this batch's rows of some of them ({text: [Delta]}) -> (new page blob or None when it holds
-    no group, the groups' output rows as one Delta or None)."""
-
-    page = cdc.decode_page(page_blob) if page_blob is not None else {}
-    outs = []
-    for text, ds in parts.items():
-        blob, out = q.group_delta(page.get(text), ds)
-        if blob is None:
-            page.pop(text, None)
-        else:
-            page[text] = blob
-        if out is not None and len(out):
-            outs.append(out)
-    out = outs[0] if len(outs) == 1 else (Delta.concat(outs, q.space.nbits) if outs else None)
-    return (cdc.encode_page(page) if page else None), out
+def stage_groups(queries: dict, pages_map, pages: int, deltas: dict) -> dict:
+    """One bucket of a set of queries' groups (``imp.groups.v3`` pages over ``pages_map``,
+    ``pages`` of them) and this batch's rows of some of its queries ({query: [Delta]}) ->
+    {query: its groups' output rows as one Delta or None}: one ``aggregate.step`` per query,
+    each page read once and written at most once."""
+    store = GroupPages(pages_map, pages)
+    out = {}
+    for name, ds in deltas.items():
+        q = queries[name]
+        d = ds[0] if len(ds) == 1 else Delta.concat(ds, q.space.nbits)
+        if d is not None and len(d):
+            out[name] = q.groups_step(store, d)
+    store.flush()
+    return out
 
 def stage_mu(count: int, w: int) -> tuple:
     return mu_step(count, w)
@@ -76,12 +72,12 @@ def stage_mu(count: int, w: int) -> tuple:
 class KeyedPipeline:
     """Every keyed stage with dict state: the statestore backend's answers, in one process."""
 
-    def __init__(self, queries: list, buckets: int = 8, pages: int = 2, group_pages: int = GROUP_PAGES):
+    def __init__(self, queries: list, buckets: int = 8, pages: int = 2, group_pages: int = GROUP_MIN_PAGES):
         self.queries = {q.name: q for q in queries}
         self.buckets, self.pages, self.group_pages = buckets, pages, group_pages
         self.cdc: dict = defaultdict(cdc.DictStore)  # (table, bucket) -> {page id: page blob}
         self.joins: dict = {}  # (query, join key text) -> blob
-        self.groups: dict = {}  # (query, page of groups) -> page blob
+        self.groups: dict = defaultdict(cdc.DictStore)  # (set of queries, bucket) -> {page id: page blob}
         self.topks: dict = {}  # query -> blob
         self.mu: dict = {}  # (query, global fragment) -> counter
 
@@ -90,13 +86,13 @@ class KeyedPipeline:
         buckets}, {table: signed deltas}, {query: (added global ids, removed global ids)})."""
         plans, deltas = {}, {}
         jparts: dict = defaultdict(lambda: ([], []))  # (query, join key) -> (left rows, right rows)
-        parts: dict = defaultdict(list)
+        parts: dict = defaultdict(lambda: defaultdict(list))  # (set, bucket) -> query -> [Delta]
         tparts: dict = defaultdict(list)  # query -> top-k input rows
         weights: dict = defaultdict(int)
 
         def route(name, r):
-            for key, d in r.groups:
-                parts[(name, group_page(key, self.group_pages))].append((key, d))
+            for b, d in r.groups:
+                parts[(self.queries[name].group_set, b)][name].append(d)
             if r.topk is not None:
                 tparts[name].append(r.topk)
             for f, x in r.fragments.items():
@@ -124,8 +120,8 @@ class KeyedPipeline:
                     for key, side, d in js:
                         jparts[(name, key)][side].append(d)
                 for name, gs in o.groups.items():
-                    for key, d in gs:
-                        parts[(name, group_page(key, self.group_pages))].append((key, d))
+                    for b, d in gs:
+                        parts[(self.queries[name].group_set, b)][name].append(d)
                 for name, d in o.topk.items():
                     tparts[name].append(d)
                 for name, fw in o.fragments.items():
@@ -137,14 +133,12 @@ class KeyedPipeline:
             blob, out = q.join_step(self.joins.get((name, key)), ls, rs)
             _keep(self.joins, (name, key), blob)
             route(name, q.route(out, "join"))
-        for (name, pid), rows in list(parts.items()):
-            q = self.queries[name]
-            by: dict = defaultdict(list)
-            for key, d in rows:
-                by[key].append(d)
-            blob, out = stage_group_page(q, self.groups.get((name, pid)), by)
-            _keep(self.groups, (name, pid), blob)
-            route(name, q.route(out, "group"))
+        for key, by in list(parts.items()):
+            outs = stage_groups(self.queries, self.groups[key], self.group_pages, by)
+            if not self.groups[key]:
+                del self.groups[key]
+            for name, out in outs.items():
+                route(name, self.queries[name].route(out, "group"))
         for name, ds in tparts.items():
             q = self.queries[name]
             blob, out = q.topk_step(self.topks.get(name), ds)
@@ -175,7 +169,7 @@ class KeyedPipeline:
         for table, rows in tables.items():
             for off in range(0, rows.num_rows, slice_size):
                 stage1 += slice_rows(table, rows.slice(off, slice_size), primary_keys[table], qs,
-                                     self.buckets, self.group_pages).to_pylist()
+                                     self.buckets).to_pylist()
 
         def merged(rows: list, prefix: str, fn) -> list:
             """``fn`` over the ``prefix`` rows of each (query, bucket) apart, as Spark's shuffle
@@ -187,8 +181,8 @@ class KeyedPipeline:
             return [r for part in buckets.values()
                     for r in fn(self.queries, pa.Table.from_pylist(part, schema=ARROW_SCHEMA)).to_pylist()]
 
-        joins = merged(stage1, "j:", lambda q, t: merge_joins(q, t, self.group_pages))
-        groups = merged(stage1 + joins, "g:", lambda q, t: merge_groups(q, t, self.group_pages))
+        joins = merged(stage1, "j:", merge_joins)
+        groups = merged(stage1 + joins, "g:", lambda q, t: merge_groups(q, t, lambda _: self.group_pages))
         topk = merged(stage1 + joins + groups, "k:", merge_topk)
         weights: dict = defaultdict(int)
         pages: dict = defaultdict(list)  # (table, bucket, page) -> images, as the capture's pages job groups them
@@ -207,8 +201,9 @@ class KeyedPipeline:
                 self.joins[(r["k1"][2:], r["k2"])] = r["a"]
         for r in groups:
             if r["k1"].startswith("g:"):
-                assert (r["k1"][2:], int(r["k2"])) not in self.groups, "a page of groups from two capture buckets"
-                self.groups[(r["k1"][2:], int(r["k2"]))] = r["a"]
+                pages = self.groups[(r["k1"][2:], int(r["k2"]))]
+                assert int(r["pk"]) not in pages, "a page of groups from two capture runs"
+                pages.put(int(r["pk"]), r["a"])
         for r in topk:
             if r["k1"].startswith("k:"):
                 self.topks[r["k1"][2:]] = r["a"]
@@ -217,6 +212,10 @@ class KeyedPipeline:
     def images(self) -> dict:
         """(table, bucket) -> {key: last image} as the pages hold them."""
         return {tb: dict(cdc.PagedStore(m, self.buckets, self.pages).items()) for tb, m in self.cdc.items()}
+
+    def group_records(self) -> dict:
+        """(set of queries, bucket, page id) -> {group key text: {query: record}} as the pages hold them."""
+        return {(*key, pid): group_entries(blob) for key, m in self.groups.items() for pid, blob in m.items()}
 
     def sketch(self, name: str) -> set:
         return {f for (n, f) in self.mu if n == name}

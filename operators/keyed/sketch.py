@@ -12,11 +12,16 @@ each stage's output goes to the next stateful one (``route``):
    that key, annotated, consolidated (``sketch.join.v1``); ΔL ⋈ R + L ⋈ ΔR + ΔL ⋈ ΔR
    (``join.step`` on the key's rows), then the selections/projections above the join. None
    once both sides are empty. Rows with a NULL key are dropped in 1 (they never join).
-3. **group** (keyed by query and group key): ``aggregate.step`` on a state that holds that
-   one group, then the selections and projections above it (HAVING), then each output
-   row's fragments with its weight. State kept (``imp.group.v1``): the group's
-   ``AggState`` (hidden count, sums, MIN/MAX ordered multisets, F_g fragment counts),
-   pickled; none once the group is empty (a global aggregate keeps its one group).
+3. **group** (keyed by a set of queries with the same group key and a hash bucket of the
+   group key, ``GROUP_BUCKETS`` per set): per query, one ``aggregate.step`` over the rows of
+   every group of the bucket the batch touches, on a state assembled from those groups'
+   records only (``aggregate.assemble``), then the selections and projections above it
+   (HAVING), then each output row's fragments with its weight. State kept
+   (``imp.groups.v3``): pages of a bucket's groups, {group key text: entry}, an entry being
+   {query: record} (``aggregate.take``'s plain tuple: hidden count, sums, MIN/MAX ordered
+   multisets, F_g fragment counts) for every query of the set that holds the group, so that
+   sketches with one GROUP BY read and write one entry per group; a record goes once the
+   group is empty (a global aggregate keeps its one group).
 4. **top-k** (one key per query): ``topk.step`` over the concatenated output rows of every
    group (or of 1/2 without aggregation); state ``topk.ordered.v2``, the memory engine's:
    every input row in the total order (ties broken by all columns, then the sketch), and the
@@ -48,10 +53,14 @@ from operators.sketch import aggregate, join, stateless, topk
 from operators.sketch.delta import Delta, consolidate, group_codes, ids_of, is_compact
 from operators.sketch.joinstore import key_hash
 from operators.sketch.maintainer import SketchMaintainer
+from operators.sketch.expr import Col
 from operators.sketch.plan import AggNode, FilterNode, JoinNode, ProjectNode, ScanNode, TopKNode
 from operators.sketch.scan import normalize_type
 
-GROUP_ENCODING = "imp.group.v1"
+GROUPS_ENCODING = "imp.groups.v3"  # pages of {group key text: pickled {query: aggregate record}}
+GROUP_BUCKETS = 64  # keys of the group stage per set of queries (pinned with the layout)
+GROUP_PAGE_GROUPS = 32  # groups a page of a bucket aims at (pages per bucket chosen at capture)
+GROUP_MIN_PAGES = 16  # pages per bucket at least, also for a set of queries empty at the start
 MU_ENCODING = "mu.fragment.v1"
 JOIN_ENCODING = "sketch.join.v1"
 TOPK_ENCODING = "topk.ordered.v2"
@@ -62,7 +71,7 @@ class Routed:
     """One stage's output for the next: groups for the aggregation, rows for the top-k, or μ's
     fragment weights (one of the three)."""
 
-    groups: list = dataclasses.field(default_factory=list)  # [(group key text, Delta)]
+    groups: list = dataclasses.field(default_factory=list)  # [(bucket of the group keys, Delta)]
     topk: Delta | None = None
     fragments: dict = dataclasses.field(default_factory=dict)  # {global fragment: weight}
 
@@ -151,6 +160,7 @@ class KeyedQuery:
             schema = lower[leaf.table]
             leaf.state.types = {c: normalize_type(schema.field(c).type) for c, _ in leaf.spec.columns}
         self.schemas = {t: lower[t] for t in self.tables}
+        self.group_set = group_set(self) if self.agg is not None else None
         self.table = self.tables[0] if len(self.tables) == 1 else None  # single-table queries (capture)
         self.schema = self.schemas[self.tables[0]]
 
@@ -162,28 +172,31 @@ class KeyedQuery:
         return table.lower() in self.tables
 
     # -- stage 1: annotate ---------------------------------------------------------------------
-    def _raw(self, table: str, deltas: list) -> dict:
+    def raw(self, table: str, deltas: list) -> dict:
+        """Signed deltas [(weight, image dict)] of ``table`` as the scans read them; the same for
+        every query on the table (their schemas come from the job's tables), so built once."""
         schema = self.schemas[table.lower()]
         cols = {f.name: [img[f.name] for _, img in deltas] for f in schema}
         tbl = pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
         w = np.fromiter((x for x, _ in deltas), dtype=np.int64, count=len(deltas))
         return {table.lower(): (tbl, w)}
 
-    def annotate(self, deltas: list, table: str | None = None) -> Delta | None:
+    def annotate(self, deltas: list, table: str | None = None, raw: dict | None = None) -> Delta | None:
         """Signed deltas [(weight, image dict)] of the query's table -> the annotated delta below
-        the aggregation / top-k (or of the whole query when it has neither). Not for joins."""
+        the aggregation / top-k (or of the whole query when it has neither). Not for joins.
+        ``raw``: the deltas as ``raw`` gives them, when another query built it already."""
         if not deltas:
             return None
-        return self.below.run(self.ctx, self._raw(table or self.tables[0], deltas), False)
+        return self.below.run(self.ctx, raw or self.raw(table or self.tables[0], deltas), False)
 
-    def annotate_sides(self, table: str, deltas: list, text=None) -> list:
+    def annotate_sides(self, table: str, deltas: list, text=None, raw: dict | None = None) -> list:
         """A join's stage 1: signed deltas of ``table`` -> [(join key text, side 0/1, Delta)] for
         each side that scans it (both for a self-join); rows with a NULL key never join: dropped.
         ``text``: join key -> the text rows are split by (default ``join_key_text``; the capture
         passes a coarser one, the key's bucket)."""
         if not deltas:
             return []
-        raw = self._raw(table, deltas)
+        raw = raw or self.raw(table, deltas)
         out = []
         for side, (sub, keys) in enumerate(zip(self.sides, (self.join.lkeys, self.join.rkeys))):
             if sub.tables() != {table.lower()}:
@@ -195,13 +208,17 @@ class KeyedQuery:
         return out
 
     def split_groups(self, d: Delta | None) -> list:
-        """An annotated delta -> [(group key text, that group's rows as a Delta)]."""
+        """An annotated delta -> [(bucket of the group stage, the rows of its groups as a Delta)]."""
         if d is None or len(d) == 0:
             return []
         spec = self.agg.spec
         if not spec.group:
-            return [("()", d)]
-        return split_by_key(d, [i for i, _ in spec.group], group_key_text)
+            return [(group_bucket(group_key_text(())), d)]
+        inv, texts = _group_texts(spec, d)
+        rb = np.fromiter((group_bucket(t) for t in texts), np.int64, len(texts))[inv]
+        order = np.argsort(rb, kind="stable")
+        bounds = np.flatnonzero(np.diff(rb[order])) + 1
+        return [(int(rb[idx[0]]), d.take(idx)) for idx in np.split(order, bounds)]
 
     def route(self, d: Delta | None, after: str) -> Routed:
         """The output of the stage ``after`` (``input``, ``join``, ``group``, ``topk``) to the next
@@ -248,22 +265,33 @@ class KeyedQuery:
                     keyed.setdefault(text, [None, None])[side] = part
         return [(text, encode_join(*sides)) for text, sides in keyed.items()], _run_stateless(self.mid, out)
 
-    # -- stage 2: one group ----------------------------------------------------------------------
-    def group_step(self, blob: bytes | None, parts: list) -> tuple:
-        """The group's state (or None) and its rows of this batch -> (new state or None when the
-        group is gone, {global fragment: weight} for μ)."""
-        state, out = self.group_delta(blob, parts)
-        return state, fragment_weights(out)
-
-    def group_delta(self, blob: bytes | None, parts: list) -> tuple:
-        """As ``group_step``, the group's output rows (after HAVING/projections) as a Delta."""
+    # -- stage 2: the groups of one bucket ---------------------------------------------------------
+    def groups_step(self, store, d: Delta) -> Delta | None:
+        """This batch's rows ``d`` of some groups of one bucket and the bucket's records
+        (``store``: a ``GroupPages``) -> the groups' output rows (after HAVING/projections) as
+        a Delta, the records of these groups updated in ``store`` (removed once a group is
+        empty). One ``aggregate.step`` over every group of ``d``, on a state assembled from their
+        records only: the memory engine's code on the memory engine's state, cut to the groups
+        the batch touches."""
         spec = self.agg.spec
-        state = decode_group(blob) if blob is not None else aggregate.new_state(spec)
-        d = Delta.concat(parts, self.space.nbits)
-        state, out = aggregate.step(spec, state, d)
+        if spec.group:
+            _, texts = _group_texts(spec, d)
+            texts = list(dict.fromkeys(texts))
+        else:
+            texts = [group_key_text(())]
+        held = [r for r in (store.record(t, self.name) for t in texts) if r is not None]
+        state, out = aggregate.step(spec, aggregate.assemble(spec, held, d), d)
         out = _run_stateless(self.above, out)
-        keep = bool(state.slot_of) or not spec.group
-        return (encode_group(state) if keep else None), out
+        live = list(state.slot_of.items())
+        kept = set()
+        for (key, _), rec in zip(live, aggregate.take(spec, state, [s for _, s in live])):
+            text = group_key_text(key if len(spec.group) != 1 else (key,))
+            store.put(text, self.name, rec)
+            kept.add(text)
+        for t in texts:
+            if t not in kept:
+                store.remove(t, self.name)
+        return out
 
     # -- stage: top-k (one key per query) -----------------------------------------------------------
     def topk_step(self, blob: bytes | None, parts: list) -> tuple:
@@ -284,9 +312,140 @@ class KeyedQuery:
         raise InvariantError(f"sketch {self.name!r}: fragment {g} outside its sketch space")
 
 
+def group_hash(text: str) -> int:
+    """A group key text's hash: stable across processes (no Python hash seed)."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def group_bucket(text: str) -> int:
+    """The bucket of a group (by its key text): the key of the group stage with its set."""
+    return group_hash(text) % GROUP_BUCKETS
+
+
 def group_page(text: str, pages: int) -> int:
-    """The page of a group (by its key text): the key of the group stage with the query."""
-    return zlib.crc32(text.encode("utf-8")) % pages
+    """The page of a group within its bucket (the bits the bucket did not use)."""
+    return (group_hash(text) // GROUP_BUCKETS) % pages
+
+
+def group_pages_for(rows: int) -> int:
+    """Pages per bucket for a set of queries over tables of at most ``rows`` rows (an upper
+    bound of its groups): a power of two, ~``GROUP_PAGE_GROUPS`` groups a page at most."""
+    n = GROUP_MIN_PAGES
+    while n * GROUP_BUCKETS * GROUP_PAGE_GROUPS < rows:
+        n *= 2
+    return n
+
+
+def _group_texts(spec, d: Delta) -> tuple:
+    """The group key text of each distinct group of ``d`` and each row's group number."""
+    inv, first = group_codes([d.table.column(i) for i, _ in spec.group], len(d))
+    reps = d.table.take(pa.array(first))
+    keys = zip(*[reps.column(i).to_pylist() for i, _ in spec.group])
+    return inv, [group_key_text(k) for k in keys]
+
+
+def group_set(q: "KeyedQuery") -> str:
+    """The entries a query's groups share with other queries': the source columns of its group
+    key (table.column, through the projections and joins below the aggregation), so that
+    queries grouping the same rows by the same columns read and write one entry per group.
+    A group key that is not plain columns gets the query's own entries."""
+    spec = q.agg.spec
+    if not spec.group:
+        return "()"
+    out = []
+    for cid, _ in spec.group:
+        src = _source(q.agg.children[0], cid)
+        if src is None:
+            return f"={q.name}"
+        out.append(src)
+    return ",".join(out)
+
+
+def _source(node, cid):
+    """``table.column`` that column ``cid`` of ``node``'s output copies, or None."""
+    while True:
+        if isinstance(node, ScanNode):
+            raw = next((r for r, c in node.cols if c == cid), None)
+            return None if raw is None else f"{node.table}.{raw}"
+        if isinstance(node, FilterNode):
+            node = node.children[0]
+        elif isinstance(node, ProjectNode):
+            e = dict(node.exprs).get(cid)
+            if not isinstance(e, Col):
+                return None
+            node, cid = node.children[0], e.id
+        elif isinstance(node, JoinNode):
+            node = next((c for c in node.children if cid in c.out), None)
+            if node is None:
+                return None
+        else:
+            return None
+
+
+class GroupPages:
+    """One bucket's group records over a map of pages (``get/put/remove/items`` of page id ->
+    blob: a dict in the tests, Spark's MapState on the executors). A page is read at its first
+    touch and its entries unpickled only when touched; ``flush`` writes each changed page back
+    once (or removes it when it holds no group)."""
+
+    def __init__(self, pages_map, pages: int):
+        self.map, self.pages = pages_map, pages
+        self.loaded: dict = {}  # page id -> {group key text: pickled entry | entry}
+        self.dirty: set = set()
+
+    def _entry(self, text: str, make: bool):
+        pid = group_page(text, self.pages)
+        page = self.loaded.get(pid)
+        if page is None:
+            blob = self.map.get(pid)
+            page = self.loaded[pid] = decode_groups(blob) if blob is not None else {}
+        e = page.get(text)
+        if isinstance(e, bytes):
+            e = page[text] = pickle.loads(e)
+        elif e is None and make:
+            e = page[text] = {}
+        return pid, page, e
+
+    def record(self, text: str, query: str):
+        e = self._entry(text, False)[2]
+        return None if e is None else e.get(query)
+
+    def put(self, text: str, query: str, record) -> None:
+        pid, _, e = self._entry(text, True)
+        e[query] = record
+        self.dirty.add(pid)
+
+    def remove(self, text: str, query: str) -> None:
+        pid, page, e = self._entry(text, False)
+        if e is not None and e.pop(query, None) is not None:
+            if not e:
+                del page[text]
+            self.dirty.add(pid)
+
+    def flush(self) -> None:
+        for pid in sorted(self.dirty):
+            page = self.loaded[pid]
+            if page:
+                self.map.put(pid, encode_groups(page))
+            else:
+                self.map.remove(pid)
+        self.dirty.clear()
+
+
+def encode_groups(page: dict) -> bytes:
+    """A page of groups {group key text: entry (pickled or not)} as its state blob."""
+    return _tagged(GROUPS_ENCODING, {t: e if isinstance(e, bytes) else pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL)
+                                     for t, e in page.items()})
+
+
+def decode_groups(blob: bytes) -> dict:
+    """A page of groups: {group key text: its entry, still pickled}."""
+    return _untagged(GROUPS_ENCODING, "page of groups", blob)
+
+
+def group_entries(blob: bytes) -> dict:
+    """A page of groups decoded whole: {group key text: {query: record}} (tests, state readers)."""
+    return {t: pickle.loads(e) for t, e in decode_groups(blob).items()}
 
 
 def group_key_text(key: tuple) -> str:
@@ -342,14 +501,6 @@ def _untagged(encoding: str, what: str, blob: bytes):
     if enc != encoding:
         raise StateError(f"{what} encoding {enc!r} is not {encoding!r}")
     return state
-
-
-def encode_group(state) -> bytes:
-    return _tagged(GROUP_ENCODING, state)
-
-
-def decode_group(blob: bytes):
-    return _untagged(GROUP_ENCODING, "group state", blob)
 
 
 def encode_join(left: Delta | None, right: Delta | None) -> bytes:

@@ -142,7 +142,9 @@ def _ids(state: AggState, slots) -> list:
     return out
 
 
-def _learn_types(spec: AggSpec, state: AggState, d: Delta) -> None:
+def learn_types(spec: AggSpec, state: AggState, d: Delta) -> None:
+    """The accumulators' dtypes and the output column types from the schema of ``d`` (the
+    aggregation's input): what ``step`` does at its first non-empty delta."""
     sch = d.table.schema
     types = [sch.field(i).type for i, _ in spec.group]
     for j, a in enumerate(spec.aggs):
@@ -345,7 +347,7 @@ def step(spec: AggSpec, state: AggState, d: Delta | None):
     """Apply one annotated delta; returns (state, Delta of ±⟨group row, sketch⟩ or None)."""
     glob = not spec.group
     if d is not None and len(d) and state.out_types is None:
-        _learn_types(spec, state, d)
+        learn_types(spec, state, d)
     if d is None or len(d) == 0:
         if glob and not state.started:
             d = None
@@ -434,6 +436,73 @@ def _free(spec, state, slot):
         if state.nn[j] is not None:
             state.nn[j][slot] = 0
     state.free.append(slot)
+
+
+# -- groups apart: one group's entries as a plain record --------------------------------------
+#
+# ``take`` cuts groups out of a many-group state, ``assemble`` puts records of any groups
+# together into a state that ``step`` runs on like on the whole (the keyed operators hold
+# records per group and run one ``step`` over the touched groups of a bucket). A record
+# (``RECORD``) is a plain tuple of Python values, no numpy, no dataclass:
+#   (key, started, cnt, frag_id, frag_n, frag_multi {fragment: count} | None,
+#    (acc | None, nn | None, ((value, count), ...) | None, frontier | None) per aggregate)
+
+RECORD = "imp.group.v3"
+
+
+def take(spec: AggSpec, state: AggState, slots) -> list:
+    """The records of the given slots (groups in use) of ``state``."""
+    idx = np.asarray(list(slots), dtype=np.int64)
+    if len(idx) == 0:
+        return []
+    sl = idx.tolist()
+    cnt, fid, fn = state.cnt[idx].tolist(), state.frag_id[idx].tolist(), state.frag_n[idx].tolist()
+    per = []
+    for j in range(len(spec.aggs)):
+        acc = state.acc[j][idx].tolist() if state.acc[j] is not None else [None] * len(sl)
+        nn = state.nn[j][idx].tolist() if state.nn[j] is not None else [None] * len(sl)
+        od, fr = state.ordered[j], state.frontier[j]
+        per.append([(a, n, (tuple(od[s].items()) if od.get(s) else None), fr.get(s))
+                    for s, a, n in zip(sl, acc, nn)])
+    multi, keys, started = state.frag_multi, state.keys, state.started
+    return [(keys[s], started, cnt[i], fid[i], fn[i], (dict(multi[s]) if s in multi else None),
+             tuple(p[i] for p in per)) for i, s in enumerate(sl)]
+
+
+def assemble(spec: AggSpec, records: list, d: Delta | None) -> AggState:
+    """A state holding the groups of ``records`` in slots 0..n-1, its types learned from the
+    schema of ``d`` (the delta ``step`` will apply; None: no types yet, only for no record)."""
+    state = new_state(spec)
+    n = len(records)
+    if d is not None:
+        learn_types(spec, state, d)
+    elif n:
+        raise InvariantError(f"{spec.name}: records assembled without the input's schema")
+    if n == 0:
+        return state
+    _grow(state, n)
+    keys = [r[0] for r in records]
+    state.keys[:n] = keys
+    state.slot_of = {k: i for i, k in enumerate(keys)}
+    state.started = any(r[1] for r in records)
+    state.cnt[:n] = [r[2] for r in records]
+    state.frag_id[:n] = [r[3] for r in records]
+    state.frag_n[:n] = [r[4] for r in records]
+    state.frag_multi = {i: dict(r[5]) for i, r in enumerate(records) if r[5] is not None}
+    for j in range(len(spec.aggs)):
+        col = [r[6][j] for r in records]
+        if state.acc[j] is not None:
+            state.acc[j][:n] = [0 if c[0] is None else c[0] for c in col]
+        if state.nn[j] is not None:
+            state.nn[j][:n] = [0 if c[1] is None else c[1] for c in col]
+        state.ordered[j] = {i: SortedDict(c[2]) for i, c in enumerate(col) if c[2]}
+        state.frontier[j] = {i: c[3] for i, c in enumerate(col) if c[3] is not None}
+    return state
+
+
+def slots_of(state: AggState, keys: list) -> list:
+    """The slot of each group key (None for a group the state does not hold)."""
+    return [state.slot_of.get(k) for k in keys]
 
 
 def out_columns(spec: AggSpec) -> list:

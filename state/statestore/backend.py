@@ -6,7 +6,7 @@ One batch::
       -> decode (mapInArrow, on the executors): CDC events keyed by (table, bucket of the key)
       -> transformWithState CdcProcessor   (key table, bucket)   state cdc_image_pages_v2
       [-> transformWithState JoinProcessor (key query, join key) state sketch_join_v1]
-      -> transformWithState GroupProcessor (key query, page)     state imp_group_pages_v2
+      -> transformWithState GroupBucketProcessor (key set of queries, bucket) state imp_groups_v3
       [-> transformWithState TopKProcessor (key query)           state topk_ordered_v2]
       -> transformWithState MuProcessor    (key query, fragment) state mu_fragment_v1
       -> foreachBatch (driver, the job of streaming_app.job): mirror MERGE per table, other
@@ -51,7 +51,7 @@ from core.errors import ConfigError
 from core.faults import kill_point
 from core.mirror_plan import TablePlan
 from operators.keyed.cdc import bucket_of
-from operators.keyed.sketch import KeyedQuery
+from operators.keyed.sketch import GROUP_BUCKETS, KeyedQuery
 from state.backends import elapsed_ms
 from state.statestore import capture, generations
 from state.statestore import processors as P
@@ -234,7 +234,8 @@ class StatestoreBackend:
         state: a changed one starts a new generation)."""
         return {"queries": {n: r.sql for n, r in self.regs.items()},
                 "partitions": self.sketches.pinned_partitions(self.regs),
-                "cdc_buckets": self.cfg.state.cdc_buckets, "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE]}
+                "cdc_buckets": self.cfg.state.cdc_buckets, "state": [P.CDC_STATE, P.GROUP_STATE, P.MU_STATE],
+                "group_buckets": GROUP_BUCKETS}
 
     def _successor(self, job, root: Path, was: dict, now: dict):
         """The generation after the current one, continuing where the mirrors stand; a batch the
@@ -244,6 +245,9 @@ class StatestoreBackend:
         app = generations.writer_id(gen, self.cfg.name)
         done, versions = job.last_batch_of(spark, app) if app else (-1, {})
         pos = generations.position(gen, done)
+        refused = generations.unfinished_layout(was, now, pos)
+        if refused:
+            raise ConfigError(f"[state] backend = \"statestore\": {refused}")
         if generations.pending(pos):
             self._finish(job, gen, was, pos)
             done, versions = job.last_batch_of(spark, app)
@@ -316,10 +320,12 @@ class StatestoreBackend:
             # when it starts, and started() gives the driver's session its own value back.
             self._reader_rows = spark.conf.get(READER_ROWS, None)
             spark.conf.set(READER_ROWS, str(CAPTURE_READ_ROWS))
-        pages = (capture.pinned(self.gen.dir) or {}).get("pages", {})  # fixed for the checkpoint's life
+        pin = capture.pinned(self.gen.dir) or {}
+        pages = pin.get("pages", {})  # fixed for the checkpoint's life, as the group pages per bucket
         ops = state_operators(self._keyed().values())
         procs = [(P.CdcProcessor(self.specs, cfg.state.cdc_buckets, pages), init.get("cdc")),
-                 (P.GroupProcessor(self.specs), init.get("group")), (P.MuProcessor(), init.get("mu"))]
+                 (P.GroupBucketProcessor(self.specs, pin.get("group_pages", {})), init.get("group")),
+                 (P.MuProcessor(), init.get("mu"))]
         if "sketch.join" in ops:
             procs.insert(1, (P.JoinProcessor(self.specs), init.get("join")))
         if "topk.ordered" in ops:

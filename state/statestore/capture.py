@@ -13,8 +13,10 @@ hold each operator's initial rows::
     capture/joins  stage 2 (per (query, bucket of join keys), sorted partitions; only with a
                    join): sketch_join_v1 blobs (one per join key); partial groups, top-k rows,
                    weights of the join's output
-    capture/groups stage 3 (per (query, bucket of pages), sorted partitions): imp_group_pages_v2
-                   blobs (one per page of groups); top-k rows or weights of their output
+    capture/groups stage 3 (per (set of queries, bucket of groups), sorted partitions):
+                   imp_groups_v3 blobs (one per page of a bucket's groups, pages per bucket
+                   chosen here from the tables' rows and pinned); top-k rows or weights of
+                   their output
     capture/topk   stage 4 (per query, one task each; only with a top-k): topk_ordered_v2 (one
                    row per query); weights of the k rows it emits
     capture/mu     stage 5 (sum per (query, fragment)): mu_fragment_v1 counts > 0
@@ -39,7 +41,7 @@ from core.errors import InvariantError
 from operators.keyed import capture as C
 from operators.keyed.capture import CAPTURE_SCHEMA
 from operators.keyed.cdc import MIN_PAGES, pages_for
-from operators.keyed.pipeline import GROUP_PAGES
+from operators.keyed.sketch import GROUP_MIN_PAGES, group_pages_for
 from connectors import spark_labels
 
 FILE = "ivmstream_capture.json"
@@ -68,7 +70,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
         cols = list(t.column_names)
         df = (spark.read.format("delta").option("versionAsOf", versions[t.name]).load(lake.mirror(t.name))
               .select(*cols))
-        frames.append(df.mapInArrow(_slices(t.name, list(t.primary_key), specs, buckets, GROUP_PAGES), CAPTURE_SCHEMA))
+        frames.append(df.mapInArrow(_slices(t.name, list(t.primary_key), specs, buckets), CAPTURE_SCHEMA))
     rows = frames[0]
     for f in frames[1:]:
         rows = rows.unionAll(f)
@@ -89,23 +91,29 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
     from operators.keyed.sketch import KeyedQuery
 
     planned = [KeyedQuery(*s) for s in specs]
+    rows_of = {t.lower(): n for t, n in per_table.items()}
+    group_pages: dict = {}  # set of queries -> pages per bucket, from the most rows of its tables
+    for q in planned:
+        if q.aggregated:
+            n = group_pages_for(max(rows_of.get(t, 0) for t in q.tables))
+            group_pages[q.group_set] = max(group_pages.get(q.group_set, 0), n)
     stages = ["pages", "groups", "mu"]
     later = rows  # the rows stages 3 and 4 read their input from
     if any(q.join is not None for q in planned):
         spark_labels.label(sc, "ivmstream capture: join states")
-        _merge(rows.filter(F.col("k1").startswith("j:")), "joins", specs, out)
+        _merge(rows.filter(F.col("k1").startswith("j:")), "joins", specs, out, group_pages)
         joins = spark.read.parquet(str(out / "joins"))
         later = later.unionAll(joins.filter(~F.col("k1").startswith("j:")))
         stages.append("joins")
     spark_labels.label(sc, "ivmstream capture: group states")
     # groups by a shuffle and a sort, then many groups per Python call (applyInArrow would
     # make one call per group: ~1.5 M calls per sketch at SF1)
-    _merge(later.filter(F.col("k1").startswith("g:")), "groups", specs, out)
+    _merge(later.filter(F.col("k1").startswith("g:")), "groups", specs, out, group_pages)
     groups = spark.read.parquet(str(out / "groups"))
     later = later.filter(~F.col("k1").startswith("g:")).unionAll(groups)
     if any(q.topk is not None for q in planned):
         spark_labels.label(sc, "ivmstream capture: top-k states")
-        _merge(later.filter(F.col("k1").startswith("k:")), "topk", specs, out)
+        _merge(later.filter(F.col("k1").startswith("k:")), "topk", specs, out, group_pages)
         later = later.filter(~F.col("k1").startswith("k:")).unionAll(spark.read.parquet(str(out / "topk")))
         stages.append("topk")
     t2 = time.perf_counter()
@@ -121,6 +129,7 @@ def run_capture(spark, cfg, lake, specs: list, versions: dict, checkpoint_dir=No
 
         raise InvariantError("capture: a fragment count below zero")
     record = {"versions": {k: int(v) for k, v in versions.items()}, "dir": str(out), "stages": stages, "pages": pages,
+              "group_pages": group_pages,
               "images": int(sum(per_table.values())),
               "groups": int(groups.filter(F.col("k1").startswith("g:")).agg(F.sum("w")).first()[0] or 0),
               "fragments": len(sketch), "sketch": sorted((q, f) for q, f, _ in sketch),
@@ -147,13 +156,13 @@ def initial_states(spark, record: dict) -> dict:
         frames["topk"] = spark.read.parquet(str(out / "topk")).filter(F.col("k1").startswith("k:"))
     return {op: df.groupBy("k1", "k2") for op, df in frames.items()}
 
-def _merge(df, stage: str, specs: list, out: Path) -> None:
+def _merge(df, stage: str, specs: list, out: Path, group_pages: dict) -> None:
     """Stage ``stage`` (joins, groups, topk) of ``operators.keyed.capture`` over ``df``: shuffled
     by (k1, k2) and sorted, so that each call sees whole keys; written to ``out / stage``."""
     (df.repartition("k1", "k2").sortWithinPartitions("k1", "k2")
-     .mapInArrow(_runs(stage, specs, GROUP_PAGES), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / stage)))
+     .mapInArrow(_runs(stage, specs, group_pages), CAPTURE_SCHEMA).write.mode("overwrite").parquet(str(out / stage)))
 
-def _slices(table: str, primary_key: list, specs: list, buckets: int, group_pages: int):
+def _slices(table: str, primary_key: list, specs: list, buckets: int):
     def fn(batches):
 
         from operators.keyed.capture import slice_rows
@@ -162,12 +171,11 @@ def _slices(table: str, primary_key: list, specs: list, buckets: int, group_page
         qs = [q for q in Queries(specs).all().values() if q.reads(table)]
         for rb in batches:
             if rb.num_rows:
-                yield from bounded_batches(slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets,
-                                                      group_pages))
+                yield from bounded_batches(slice_rows(table, pa.Table.from_batches([rb]), primary_key, qs, buckets))
 
     return fn
 
-def _runs(stage: str, specs: list, group_pages: int):
+def _runs(stage: str, specs: list, group_pages: dict):
     """A merge stage over a partition sorted by (k1, k2): whole runs of one (k1, k2) per call,
     the last run of each Arrow batch carried into the next (a run may straddle batches; a
     top-k's run is all of its query's rows)."""
@@ -177,8 +185,8 @@ def _runs(stage: str, specs: list, group_pages: int):
         from state.statestore.processors import Queries
 
         queries = Queries(specs).all()
-        merge = {"joins": lambda t: C.merge_joins(queries, t, group_pages),
-                 "groups": lambda t: C.merge_groups(queries, t, group_pages),
+        merge = {"joins": lambda t: C.merge_joins(queries, t),
+                 "groups": lambda t: C.merge_groups(queries, t, lambda s: group_pages.get(s, GROUP_MIN_PAGES)),
                  "topk": lambda t: C.merge_topk(queries, t)}[stage]
         carry, carry_key = None, None
         for rb in batches:

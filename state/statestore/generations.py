@@ -148,7 +148,7 @@ def write_pin(ckpt, pin: dict) -> None:
 def differs(was: dict, now: dict) -> bool:
     """Whether state pinned as ``was`` cannot serve ``now``. Partitions are compared only when
     both pins record them (pins written before they did name the queries' SQL alone)."""
-    keys = {"queries", "cdc_buckets", "state"} | ({"partitions"} if "partitions" in was else set())
+    keys = {"queries", "cdc_buckets", "state", "group_buckets"} | ({"partitions"} if "partitions" in was else set())
     return any(was.get(k) != now.get(k) for k in keys)
 
 
@@ -160,10 +160,25 @@ def describe(was: dict, now: dict) -> str:
     qs += [f"~{n}" for n in sorted(set(wq) & set(nq))
            if wq[n] != nq[n] or (n in wp and n in np_ and wp[n] != np_[n])]
     out = [f"queries changed ({', '.join(qs)})"] if qs else []
-    for k in ("cdc_buckets", "state"):
+    for k in ("cdc_buckets", "state", "group_buckets"):
         if was.get(k) != now.get(k):
             out.append(f"{k} {was.get(k)} -> {now.get(k)}")
     return "; ".join(out) or "state layout changed"
+
+
+def layout_changed(was: dict, now: dict) -> bool:
+    """Whether the state variables' layout (names, the group stage's buckets) differs: this
+    release's operators cannot read the older one (a new generation recaptures from the mirrors)."""
+    return any(was.get(k) != now.get(k) for k in ("state", "group_buckets"))
+
+
+def unfinished_layout(was: dict, now: dict, pos: "Position") -> str | None:
+    """The one line refusing to start when a batch did not finish under another state layout
+    (only the previous release's operators can finish it, ``_finish`` runs this one's), else None."""
+    if not (pending(pos) and layout_changed(was, now)):
+        return None
+    return (f"batch {pos.last_planned} did not finish under state layout {was.get('state')} (this release keeps "
+            f"{now.get('state')}); finish it once with the previous release, then start this one")
 
 
 def added(was: dict | None, now: dict) -> list[str]:

@@ -12,7 +12,7 @@ row, RocksDB; ../shared/anchors/spark-state.md §1); ``applyInPandasWithState`` 
 followed by another stateful operator in append mode, and these are three in a row.
 
 State variables carry their encoding's version in their name (``cdc_image_pages_v2``,
-``sketch_join_v1``, ``imp_group_pages_v2``, ``topk_ordered_v2``, ``mu_fragment_v1``): a new
+``sketch_join_v1``, ``imp_groups_v3``, ``topk_ordered_v2``, ``mu_fragment_v1``): a new
 encoding is a new variable, and ``format("state-metadata")`` shows which one a checkpoint
 holds. The join and top-k operators are in the query only when a registered query has a
 join / a top-k (the checkpoint pins the queries, so the plan stays the same for its life).
@@ -38,26 +38,21 @@ REJECTED, SLICE, SCHEMA = "x", "o", "c"  # a Rejected; a decode slice's counts a
 GROUP_ROWS, FRAGMENT, SKETCH = "g", "f", "s"  # stage 2 input; μ input; a sketch change (+1/-1)
 JOIN_ROWS, TOPK_ROWS = "j", "k"  # a join side's rows of one join key (w: side 0/1); a top-k's input rows
 
-def _group_row(name: str, gkey: str, d):
-    """A group's rows for the group stage: keyed by the query and the group's page."""
-    from operators.keyed.pipeline import GROUP_PAGES, group_page
+def _routed(qs: "Queries", name: str, r):
+    """A stage's output (``KeyedQuery.route``) as rows keyed for the next stateful operator: a
+    bucket of groups goes to (g: + the query's set of queries, bucket) with the query's number."""
     from operators.keyed.sketch import encode_delta
 
-    return Row(k1=f"g:{name}", k2=str(group_page(gkey, GROUP_PAGES)), kind=GROUP_ROWS, w=0,
-               a=dumps((gkey, encode_delta(d))))
-
-def _routed(name: str, r):
-    """A stage's output (``KeyedQuery.route``) as rows keyed for the next stateful operator."""
-    from operators.keyed.sketch import encode_delta
-
-    for gkey, d in r.groups:
-        yield _group_row(name, gkey, d)
+    if r.groups:
+        k1, w = f"g:{qs.all()[name].group_set}", qs.number(name)
+        for b, d in r.groups:
+            yield Row(k1=k1, k2=str(b), kind=GROUP_ROWS, w=w, a=encode_delta(d))
     if r.topk is not None:
         yield Row(k1=f"k:{name}", k2="", kind=TOPK_ROWS, w=0, a=encode_delta(r.topk))
     for f, x in r.fragments.items():
         yield Row(k1=f"f:{name}", k2=str(f), kind=FRAGMENT, w=int(x), a=None)
 
-CDC_STATE, GROUP_STATE, MU_STATE = "cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"
+CDC_STATE, GROUP_STATE, MU_STATE = "cdc_image_pages_v2", "imp_groups_v3", "mu_fragment_v1"
 JOIN_STATE, TOPK_STATE = "sketch_join_v1", "topk_ordered_v2"
 
 def dumps(x) -> bytes:
@@ -79,7 +74,18 @@ class Queries:
             from operators.keyed.sketch import KeyedQuery
 
             self._planned = {n: KeyedQuery(n, sql, parts, schemas) for n, sql, parts, schemas in self.specs}
+            self._numbers = {n: i for i, n in enumerate(self._planned)}
+            self._names = list(self._planned)
         return self._planned
+
+    def number(self, name: str) -> int:
+        """A query's number in the group stage's rows (its place in the pinned specs)."""
+        self.all()
+        return self._numbers[name]
+
+    def name(self, number: int) -> str:
+        self.all()
+        return self._names[number]
 
 class _MapPages:
     """The page map of ``operators.keyed.cdc.PagedStore`` over a MapState: page id -> page blob."""
@@ -120,7 +126,7 @@ class CdcProcessor(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues):
         from operators.keyed.pipeline import stage_cdc
-        from operators.keyed.sketch import encode_delta
+        from operators.keyed.sketch import Routed, encode_delta
 
         table, bucket = key
         if table.startswith(PASS):
@@ -142,8 +148,7 @@ class CdcProcessor(StatefulProcessor):
             for jkey, side, d in js:
                 yield Row(k1=f"j:{name}", k2=jkey, kind=JOIN_ROWS, w=side, a=encode_delta(d))
         for name, groups in out.groups.items():
-            for gkey, d in groups:
-                yield _group_row(name, gkey, d)
+            yield from _routed(self.queries, name, Routed(groups=groups))
         for name, d in out.topk.items():
             yield Row(k1=f"k:{name}", k2="", kind=TOPK_ROWS, w=0, a=encode_delta(d))
         for name, fw in out.fragments.items():
@@ -153,43 +158,40 @@ class CdcProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-class GroupProcessor(StatefulProcessor):
-    """Key (query, page of groups): ``imp.group_pages.v2`` ({group key text: ``imp.group.v1``})
-    -> the groups' output rows for the top-k, or their fragment weights for μ. A page, not a
-    group, per key so that the capture's load is one state call per page (at most
-    ``GROUP_PAGES`` per query), not one per group."""
+class GroupBucketProcessor(StatefulProcessor):
+    """Key (g: + set of queries with the same group key, bucket of groups): ``imp.groups.v3``
+    pages of the bucket's groups (MapState page id -> {group key text: {query: record}}) -> the
+    groups' output rows for the top-k, or their fragment weights for μ. Per key and query one
+    ``aggregate.step`` over every touched group; each touched page is read once and written at
+    most once. ``pages``: set -> pages per bucket (the capture's choice, pinned in the checkpoint;
+    ``GROUP_MIN_PAGES`` for a set it did not see)."""
 
-    def __init__(self, specs: list):
+    def __init__(self, specs: list, pages: dict):
         self.queries = Queries(specs)
+        self.pages = dict(pages)
 
     def init(self, handle) -> None:
-        self.page = handle.getValueState(GROUP_STATE, "groups binary")
+        self.groups = handle.getMapState(GROUP_STATE, "page long", "groups binary")
 
     def handleInitialState(self, key, initialState, timerValues) -> None:
-        self.page.update((initialState.a,))
+        """Capture at registration (batch 0 of a checkpoint only): one page of group records."""
+        self.groups.updateValue((int(initialState.pk),), (initialState.a,))
 
     def handleInputRows(self, key, rows, timerValues):
-
-        from operators.keyed.pipeline import stage_group_page
-        from operators.keyed.sketch import decode_delta
+        from operators.keyed.pipeline import stage_groups
+        from operators.keyed.sketch import GROUP_MIN_PAGES, decode_delta
 
         k1, _ = key
         if not k1.startswith("g:"):
             yield from _passthrough(rows)
             return
-        name = k1[2:]
-        q = self.queries.all()[name]
+        qs = self.queries.all()
         parts: dict = defaultdict(list)
         for r in rows:
-            text, blob = pickle.loads(r.a)
-            parts[text].append(decode_delta(blob))
-        old = self.page.get()
-        blob, out = stage_group_page(q, old[0] if old is not None else None, parts)
-        if blob is None:
-            self.page.clear()
-        else:
-            self.page.update((blob,))
-        yield from _routed(name, q.route(out, "group"))
+            parts[self.queries.name(int(r.w))].append(decode_delta(r.a))
+        outs = stage_groups(qs, _MapPages(self.groups), self.pages.get(k1[2:], GROUP_MIN_PAGES), parts)
+        for name, out in outs.items():
+            yield from _routed(self.queries, name, qs[name].route(out, "group"))
 
     def close(self) -> None:
         pass
@@ -226,7 +228,7 @@ class JoinProcessor(StatefulProcessor):
             self.sides.clear()
         else:
             self.sides.update((blob,))
-        yield from _routed(name, q.route(out, "join"))
+        yield from _routed(self.queries, name, q.route(out, "join"))
 
     def close(self) -> None:
         pass
@@ -260,7 +262,7 @@ class TopKProcessor(StatefulProcessor):
             self.ordered.clear()
         else:
             self.ordered.update((blob,))
-        yield from _routed(name, q.route(out, "topk"))
+        yield from _routed(self.queries, name, q.route(out, "topk"))
 
     def close(self) -> None:
         pass

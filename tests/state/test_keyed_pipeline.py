@@ -2,8 +2,8 @@
 
 Random CDC histories (inserts, updates, deletes, keys and groups that vanish and return,
 truncates, TOASTed updates) are cut into batches. Each batch goes (1) through
-``KeyedPipeline`` (last image per key in bucket state, per-group aggregate state, μ per
-fragment) and (2) through the memory backend's path: the mirror as a dict, the exact signed
+``KeyedPipeline`` (last image per key in bucket state, group records in pages of a bucket of
+groups shared by the queries with the same group key, μ per fragment) and (2) through the memory backend's path: the mirror as a dict, the exact signed
 difference of the batch, ``SketchMaintainer.apply``. Every batch the mirror plan, the signed
 deltas (as a multiset), the sketch delta and the sketch must agree; after the last batch each
 sketch must also equal DuckDB's lineage of its query over the final rows (``reference_sketch``).
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from connectors.debezium import CdcEvent
 from operators.keyed.cdc import DictStore, PagedStore, bucket_of, decode_page, key_hash, page_of, pages_for, step
-from operators.keyed.pipeline import KeyedPipeline, group_page
-from operators.keyed.sketch import KeyedQuery, mu_step
+from operators.keyed.pipeline import KeyedPipeline, stage_groups
+from operators.keyed.sketch import KeyedQuery, group_bucket, group_page, mu_step
 from operators.sketch import RangePartition, SketchMaintainer
 from tests.oracles.sketch_reference import reference_sketch
 
@@ -142,9 +142,12 @@ def _compare_batches(events, cuts, pipe, keyed, memory, mirror, buckets):
         for pid, blob in m.items():
             page = decode_page(blob)
             assert page and all(page_of(key_hash(k), buckets, pipe.pages) == pid for k in page)
-    for (name, pid), blob in pipe.groups.items():  # pages of groups: each group in its page, no empty page
-        page = decode_page(blob)
-        assert page and all(group_page(text, pipe.group_pages) == pid for text in page)
+    # pages of groups: each group in its bucket and page, no empty page, no empty entry; a
+    # query's groups are in its set's entries only
+    sets = {q.name: q.group_set for q in keyed}
+    for (gset, b, pid), page in pipe.group_records().items():
+        assert page and all(group_bucket(text) == b and group_page(text, pipe.group_pages) == pid for text in page)
+        assert all(e and all(sets[n] == gset for n in e) for e in page.values())
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,6 +169,51 @@ def test_capture_then_history_equals_memory_engine(initial, raw, cuts, buckets, 
         q = next(q for q in keyed if q.name == n)
         assert sorted(q.split_fragment(f)[1] for f in pipe.sketch(n)) == m.sketch["t"], n  # the captured sketch
     _compare_batches(_history(raw, rows), cuts, pipe, keyed, memory, dict(rows), buckets)
+
+
+class _Counted(DictStore):
+    """A page map that counts its reads and writes (the state calls of the Spark operator)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = Counter()
+
+    def get(self, k, default=None):
+        self.calls["get"] += 1
+        return super().get(k, default)
+
+    def put(self, k, v):
+        self.calls["put"] += 1
+        super().put(k, v)
+
+    def remove(self, k):
+        self.calls["remove"] += 1
+        super().remove(k)
+
+
+def test_queries_with_one_group_key_share_entries_and_a_bucket_reads_each_page_once():
+    keyed = {n: KeyedQuery(n, QUERIES[n], PART, {"t": SCHEMA}) for n in ("having", "minmax", "avg", "distinct", "global")}
+    assert {n: q.group_set for n, q in keyed.items()} == {"having": "t.g", "minmax": "t.g", "avg": "t.g",
+                                                          "distinct": "t.g", "global": "()"}
+    pipe = KeyedPipeline(list(keyed.values()), buckets=2, group_pages=1)
+    rows = [_row(i, i % 3, 3 + i % 5, i % 10) for i in range(12)]
+    pipe.run_batch({"t": [CdcEvent("t", "c", (r["id"],), None, r, None, 0, i) for i, r in enumerate(rows)]})
+    recs = pipe.group_records()
+    by_text = {text: set(e) for (gset, _, _), page in recs.items() if gset == "t.g" for text, e in page.items()}
+    # one entry per group, holding every query of the set that keeps the group (minmax keeps v > 2)
+    assert by_text == {"(0,)": {"having", "minmax", "avg", "distinct"}, "(1,)": {"having", "minmax", "avg", "distinct"},
+                       "(2,)": {"having", "minmax", "avg", "distinct"}}
+    assert {gset for gset, _, _ in recs} == {"t.g", "()"}
+    # the next batch's rows of one bucket: each page read once, written once, whatever the queries
+    b = group_bucket("(1,)")
+    pages = _Counted()
+    pages.update(pipe.groups[("t.g", b)])
+    change = [(1, _row(20, 1, 7, 2)), (-1, rows[1])]  # a row of group 1 in, another out
+    parts = {n: [part for bb, part in keyed[n].split_groups(keyed[n].annotate(change, "t")) if bb == b]
+             for n in ("having", "minmax", "avg")}
+    assert all(len(p) == 1 for p in parts.values())
+    out = stage_groups(keyed, pages, 1, parts)
+    assert pages.calls == Counter({"get": 1, "put": 1}) and set(out) == set(parts)
 
 
 def test_truncate_deletes_every_held_image_and_keeps_what_follows():

@@ -3,7 +3,7 @@
 Random CDC histories over two tables (inserts, updates of the group, join key and order
 values, deletes that empty groups and join keys, keys that return, NULL join keys and
 order values, truncates of either table) are cut into batches and fed to ``KeyedPipeline``
-(join state per (query, join key), group state per (query, group), one top-k state per
+(join state per (query, join key), group records per (set of queries, bucket), one top-k state per
 query, μ per fragment) and to ``SketchMaintainer.apply`` with the exact signed difference of
 the mirrors. Every batch the sketch deltas and the sketches of both partitioned tables must
 agree; at the end the join and top-k states must hold nothing for what is gone, and each
@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from connectors.debezium import CdcEvent
 from core.errors import UnsupportedSqlError
 from operators.keyed.pipeline import KeyedPipeline
-from operators.keyed.cdc import decode_page
 from operators.keyed.sketch import KeyedQuery, decode_join, decode_topk
 from operators.sketch import RangePartition, SketchMaintainer
 from operators.sketch.delta import sketch_keys
@@ -176,7 +175,7 @@ def _state(pipe) -> dict:
         topk[n] = (dict(s_.entries), +s_.emitted)
     return {"images": pipe.images(), "mu": dict(pipe.mu), "topk": topk,
             "joins": {k: tuple(_bag(d) for d in decode_join(b)) for k, b in pipe.joins.items()},
-            "groups": {k: sorted(decode_page(b)) for k, b in pipe.groups.items()}}
+            "groups": pipe.group_records()}
 
 
 def _inserted(queries, buckets, tables: dict) -> KeyedPipeline:

@@ -30,7 +30,7 @@ def _spark_checkpoint(ckpt, planned: int, committed: int, qid: str = "81fc270d-9
 
 
 PIN = {"queries": {"a": "SELECT 1", "b": "SELECT 2"}, "partitions": {"a": [["t", "p", 4, "x"]], "b": [["t", "p", 4, "x"]]},
-       "cdc_buckets": 8, "state": ["cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"]}
+       "cdc_buckets": 8, "state": ["cdc_image_pages_v2", "imp_groups_v3", "mu_fragment_v1"], "group_buckets": 64}
 
 
 def test_generation_one_is_the_checkpoint_root_until_a_switch_commits(tmp_path):
@@ -99,6 +99,31 @@ def test_pins_compare_queries_partitions_buckets_and_layout():
     old = {k: v for k, v in PIN.items() if k != "partitions"}
     assert not G.differs(old, rebound) and G.differs(old, more)
     assert G.added(None, now) == ["a", "b"]
+
+
+def test_an_older_state_layout_starts_a_new_generation_or_is_refused_with_what_to_do(tmp_path):
+    """A checkpoint of the v2 layout (a group state per query and page): this release's operators
+    cannot read it, so the pin differs and a new generation recaptures from the mirrors; with a
+    batch that did not finish under it, the job refuses in one line (only the previous release
+    can finish that batch)."""
+    v2 = {k: v for k, v in PIN.items() if k != "group_buckets"}
+    v2["state"] = ["cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"]
+    assert G.differs(v2, PIN) and G.layout_changed(v2, PIN) and G.added(v2, PIN) == []  # same queries: no sketch rewritten
+    assert G.describe(v2, PIN) == ("state ['cdc_image_pages_v2', 'imp_group_pages_v2', 'mu_fragment_v1'] -> "
+                                   "['cdc_image_pages_v2', 'imp_groups_v3', 'mu_fragment_v1']; group_buckets None -> 64")
+    _spark_checkpoint(tmp_path, planned=5, committed=4)
+    gen = G.current(tmp_path)
+    done = G.position(gen, last_done=5)
+    assert G.unfinished_layout(v2, PIN, done) is None  # every batch finished: a successor recaptures
+    new = G.successor(tmp_path, gen, "a", done, G.source_offsets(tmp_path, 5), {"t": 6}, G.added(v2, PIN))
+    assert (new.number, new.base, new.versions) == (2, 6, {"t": 6})
+    line = G.unfinished_layout(v2, PIN, G.position(gen, last_done=4))
+    assert line == ("batch 5 did not finish under state layout ['cdc_image_pages_v2', 'imp_group_pages_v2', "
+                    "'mu_fragment_v1'] (this release keeps ['cdc_image_pages_v2', 'imp_groups_v3', 'mu_fragment_v1']); "
+                    "finish it once with the previous release, then start this one")
+    assert "\n" not in line
+    more = {**PIN, "queries": {**PIN["queries"], "c": "SELECT 3"}}
+    assert G.unfinished_layout(PIN, more, G.position(gen, last_done=4)) is None  # same layout: finished by _finish
 
 
 def test_offsets_files_and_removal(tmp_path):

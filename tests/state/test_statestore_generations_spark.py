@@ -138,3 +138,51 @@ def test_sketches_added_and_removed_on_a_running_checkpoint(spark, kafka_broker,
     assert json.loads(gen3.starting_offsets)[topic]["0"] == len(parts[0]) + len(parts[1])
     sketches = _check(cfg, parts[0] + parts[1] + parts[2], {"select": select0})
     assert set(sketches) == {"select"}
+
+
+V2_STATE = ["cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"]  # the layout before imp_groups_v3
+
+
+def _as_previous_layout(ckpt) -> None:
+    """The checkpoint's pin as the release before ``imp_groups_v3`` wrote it (its state is never
+    read again: a new generation recaptures from the mirrors, which is what this checks)."""
+    pin = generations.read_pin(ckpt)
+    pin["state"] = V2_STATE
+    pin.pop("group_buckets", None)
+    generations.write_pin(ckpt, pin)
+
+
+def test_a_checkpoint_of_the_previous_state_layout_recaptures_or_is_refused(spark, kafka_broker, tmp_path, capsys):
+    """A checkpoint pinned with the previous state layout: this release starts a new generation
+    captured from the mirrors (nothing lost or doubled: the oracles of ``_check``); and when a batch
+    did not finish under the previous layout, it refuses to start with one line saying what to do."""
+    from core.errors import ConfigError
+
+    topic = "sslay.t"
+    create_topics(kafka_broker.bootstrap, [topic], partitions=1)
+    live: dict = {}
+    parts = [history(80, keys=40, seed=41, live=live), history(80, keys=40, seed=42, truncate_every=50, live=live),
+             history(80, keys=40, seed=43, live=live)]
+    prod = CdcProducer(kafka_broker.bootstrap)
+    path, cfg = _config(tmp_path, kafka_broker.bootstrap, topic, ["having", "select"])
+    root = cfg.checkpoint_dir
+    send(prod, cfg.table("t"), parts[0])
+    run_job(cfg, available_now=True, quiet=True, spark=spark)  # batch 0, generation 1
+    _as_previous_layout(root)
+    send(prod, cfg.table("t"), parts[1])
+    capsys.readouterr()
+    run_job(cfg, available_now=True, quiet=True, spark=spark)
+    out = capsys.readouterr().out
+    assert f"state {V2_STATE} -> " in out and "new state generation 2 from offsets" in out, out[-3000:]
+    gen = generations.current(root)
+    assert (gen.number, gen.base, gen.added) == (2, 1, []) and generations.read_pin(gen.dir)["group_buckets"] == 64
+    _check(cfg, parts[0] + parts[1], {"having": [], "select": []})
+
+    send(prod, cfg.table("t"), parts[2])
+    prod.close()
+    _killed_run(path, "mirror.t:2")  # batch 2 planned, its batches row missing
+    _as_previous_layout(gen.dir)
+    with pytest.raises(ConfigError, match="batch 2 did not finish under state layout .*; finish it once with the "
+                                          "previous release, then start this one") as e:
+        run_job(cfg, available_now=True, quiet=True, spark=spark)
+    assert "\n" not in str(e.value) and generations.current(root).number == 2

@@ -60,7 +60,7 @@ def test_statestore_backend_equals_memory_backend(spark, kafka_broker, tmp_path)
     meta = spark.read.format("state-metadata").load(str(cfgs["statestore"].checkpoint_dir)).collect()
     assert len(meta) == 3 and {m["numPartitions"] for m in meta} == {int(spark.conf.get("spark.sql.shuffle.partitions"))}
     props = " ".join(m["operatorProperties"] for m in meta)
-    for var in ("cdc_image_pages_v2", "imp_group_pages_v2", "mu_fragment_v1"):
+    for var in ("cdc_image_pages_v2", "imp_groups_v3", "mu_fragment_v1"):
         assert var in props
     cdc = next(m["operatorId"] for m in meta if "cdc_image_pages_v2" in m["operatorProperties"])
     pages = spark.read.format("statestore").option("operatorId", cdc).option("stateVarName", "cdc_image_pages_v2") \
