@@ -10,6 +10,12 @@ from devstack.producer import envelope
 
 COLUMNS = {"id": "long", "g": "long", "v": "long", "p": "long"}
 BOUNDS = [0, 25, 50, 75, 100]
+COMPARED = {  # table -> columns that differ by nature (times, the writer's app id)
+    "mirrors/t": (),
+    "sketch_deltas": ("committed_at",),
+    "sketches": ("updated_at",),
+    "quarantine": ("quarantined_at", "job"),
+}
 SKETCHES = {
     "having": "SELECT g, SUM(v) AS s, COUNT(*) AS c FROM t GROUP BY g HAVING COUNT(*) > 2",
     "minmax": "SELECT g, MIN(v) AS lo, MAX(v) AS hi FROM t WHERE v > 10 GROUP BY g HAVING MIN(v) < 30",

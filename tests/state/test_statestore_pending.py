@@ -26,16 +26,10 @@ from streaming_app.runner import run_job
 from streaming_app.settings import parse_config
 from streaming_app.sketches.register import register_query
 from streaming_app.sketches.registry import read_registry
-from tests.state.statestore_fixture import SKETCHES, config_data, final_rows, history, send, table_rows
+from tests.state.statestore_fixture import COMPARED, SKETCHES, config_data, final_rows, history, send, table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
-COMPARED = {  # table -> columns that differ by nature (times, the writer's app id)
-    "mirrors/t": (),
-    "sketch_deltas": ("committed_at",),
-    "sketches": ("updated_at",),
-    "quarantine": ("quarantined_at", "job"),
-}
 FRAGMENTS = 4
 
 

@@ -18,16 +18,9 @@ from devstack.producer import CdcProducer
 from operators.keyed.cdc import decode_page
 from streaming_app.settings import parse_config
 from streaming_app.runner import run_job
-from tests.state.statestore_fixture import config_data, final_rows, history, send, table_rows
+from tests.state.statestore_fixture import COMPARED, config_data, final_rows, history, send, table_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-COMPARED = {  # table -> columns that differ by nature (times, the writer's app id)
-    "mirrors/t": (),
-    "sketch_deltas": ("committed_at",),
-    "sketches": ("updated_at",),
-    "quarantine": ("quarantined_at", "job"),
-}
 
 
 def test_statestore_backend_equals_memory_backend(spark, kafka_broker, tmp_path):
